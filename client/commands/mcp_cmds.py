@@ -1,0 +1,120 @@
+"""``ctxos mcp`` (MCP over stdio) and ``ctxos connect TOOL`` (client configuration).
+
+``ctxos mcp`` is what AI tools spawn. It serves the *daemon's* engine state
+through the Unix socket (starting the daemon when none runs), so an agent
+talking stdio and one talking HTTP see the same memories, the same index and
+the same write lock. stdout is the MCP wire while it runs: everything else,
+logs included, goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.client.connect import DEFAULT_SERVER_NAME, SPECS, TOOLS, ConnectError, plan_connect, write_plan
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    mcp = subparsers.add_parser(
+        "mcp", help="run the MCP server over stdio (what AI tools start)",
+        description="MCP over stdio for tools that spawn a subprocess. Serves the daemon's engine "
+                    "state over its Unix socket and starts the daemon if it is not running. "
+                    "stdout carries MCP messages; logs go to stderr.")
+    mcp.add_argument("--no-start", action="store_true",
+                     help="fail instead of starting the daemon when none is running")
+    mcp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                     help="stderr log level (default WARNING)")
+    mcp.set_defaults(func=run_mcp)
+
+    connect = subparsers.add_parser(
+        "connect", help="show or write the MCP config entry for an AI tool",
+        description="Print (default) or merge into the tool's config file the entry that makes "
+                    "TOOL start or reach ctxos. Writing keeps every other server, makes a "
+                    "timestamped .bak backup first and writes atomically.")
+    connect.add_argument("tool", choices=TOOLS, help="the AI tool to configure")
+    action = connect.add_mutually_exclusive_group()
+    action.add_argument("--print", dest="write", action="store_false", default=False,
+                        help="print the entry and the target file (default)")
+    action.add_argument("--write", dest="write", action="store_true",
+                        help="merge the entry into the tool's config file")
+    connect.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                         help="stdio: the tool starts `ctxos mcp` (default); http: the daemon's /mcp URL")
+    connect.add_argument("--scope", choices=["user", "project"], default="user",
+                         help="user config (default) or the current project's file "
+                              "(claude-code .mcp.json, cursor .cursor/mcp.json, vscode .vscode/mcp.json, "
+                              "codex .codex/config.toml)")
+    connect.add_argument("--name", default=DEFAULT_SERVER_NAME, help=f"server name (default {DEFAULT_SERVER_NAME})")
+    connect.add_argument("--config", dest="config_file", help="write this config file instead of the tool's default")
+    connect.set_defaults(func=run_connect)
+
+
+# ---------------------------------------------------------------- connect
+
+def run_connect(args: argparse.Namespace) -> int:
+    from ctxos.services.config import load_config
+
+    root = require_workspace(resolve_workspace(args.workspace))
+    config = load_config(root)
+    try:
+        plan = plan_connect(
+            args.tool, transport=args.transport, scope=args.scope, name=args.name, workspace=root,
+            http_host=str(config.get("daemon.http_host", "127.0.0.1")),
+            http_port=int(config.get("daemon.http_port", 3847)),
+            token=config.get("daemon.http_token") or None,
+            config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None)
+    except ConnectError as exc:
+        raise CliError(str(exc)) from exc
+
+    if not args.write:
+        print(f"# {args.tool} ({args.transport}, {args.scope} scope): merge into {plan.path}")
+        print(plan.snippet, end="")
+        if plan.cli_command:
+            print(f"\n# or let the tool write it:\n{shlex.join(plan.cli_command)}")
+        for note in plan.notes:
+            print(f"# {note}")
+        print(f"# write it with: ctxos connect {args.tool} --write"
+              + (f" --transport {args.transport}" if args.transport != "stdio" else "")
+              + (f" --scope {args.scope}" if args.scope != "user" else ""))
+        return 0
+    try:
+        result = write_plan(plan)
+    except ConnectError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot write {plan.path}: {exc}") from exc
+    if not result.changed:
+        print(f"{args.tool}: {plan.path} already has this '{plan.name}' entry; nothing changed")
+    else:
+        how = "created" if result.created else f"updated (backup: {result.backup})"
+        print(f"{args.tool}: {plan.path} {how}")
+        print(json.dumps({plan.name: plan.entry}, indent=2) if plan.fmt == "json" else plan.snippet.rstrip())
+    for note in plan.notes:
+        print(f"note: {note}")
+    print(f"Restart {args.tool} (or reload its MCP servers) to pick it up.")
+    return 0
+
+
+# ---------------------------------------------------------------- mcp (stdio)
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """Serve MCP over stdio, backed by the daemon over its socket."""
+    import anyio
+
+    from ctxos.client.mcp_backend import connect_daemon_backend
+    from ctxos.daemon.mcp_server import build_mcp_server
+
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
+                        format="ctxos mcp: %(levelname)s %(name)s: %(message)s", force=True)
+    root = require_workspace(resolve_workspace(args.workspace))
+    backend = connect_daemon_backend(root, start=not args.no_start)
+    server = build_mcp_server(backend)
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        backend.close()
+    return 0

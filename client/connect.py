@@ -1,0 +1,416 @@
+"""Client setup for MCP: the config entry each AI tool expects, and a safe merge.
+
+``ctxos connect TOOL`` calls into this module. It knows, per tool, where the
+config file lives, which key holds the servers and what one server entry looks
+like for stdio or HTTP. Writing is careful because these files belong to the
+user and usually hold other servers: the file is parsed first (a file we cannot
+parse is never overwritten), only our one entry is added or replaced, a
+timestamped backup is made, and the new text is written atomically. For
+Codex's TOML the user's text (comments included) is kept and only our table is
+replaced; the result is re-parsed and checked before anything is written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ctxos.services.atomic import atomic_write_text
+
+Transport = Literal["stdio", "http"]
+Scope = Literal["user", "project"]
+
+TOOLS: tuple[str, ...] = ("claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex")
+DEFAULT_SERVER_NAME = "ctxos"
+TOKEN_ENV_VAR = "CTXOS_HTTP_TOKEN"
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ConnectError(Exception):
+    """A user-facing problem with a connect request or an existing config file."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What one AI tool needs: supported transports and scopes, and its config format."""
+
+    tool: str
+    transports: tuple[str, ...]
+    scopes: tuple[str, ...]
+    fmt: Literal["json", "toml"]
+    container: str                  # key that holds the servers: mcpServers | servers | mcp_servers
+
+
+SPECS: dict[str, ToolSpec] = {
+    "claude-code": ToolSpec("claude-code", ("stdio", "http"), ("user", "project"), "json", "mcpServers"),
+    # Claude Desktop's JSON file only launches local (stdio) servers.
+    "claude-desktop": ToolSpec("claude-desktop", ("stdio",), ("user",), "json", "mcpServers"),
+    "cursor": ToolSpec("cursor", ("stdio", "http"), ("user", "project"), "json", "mcpServers"),
+    "windsurf": ToolSpec("windsurf", ("stdio", "http"), ("user",), "json", "mcpServers"),
+    "vscode": ToolSpec("vscode", ("stdio", "http"), ("user", "project"), "json", "servers"),
+    "codex": ToolSpec("codex", ("stdio", "http"), ("user", "project"), "toml", "mcp_servers"),
+}
+
+
+@dataclass
+class ConnectPlan:
+    """Everything needed to show or write one tool's entry."""
+
+    tool: str
+    transport: str
+    scope: str
+    name: str
+    path: Path
+    fmt: str
+    container: str
+    entry: dict[str, Any]
+    snippet: str                     # the minimal config a person could paste
+    notes: list[str] = field(default_factory=list)
+    cli_command: list[str] | None = None  # e.g. `claude mcp add ...`, when the tool has one
+    secret: bool = False             # the entry carries a token: write the file owner-only
+
+
+@dataclass
+class WriteResult:
+    path: Path
+    changed: bool
+    backup: Path | None
+    created: bool
+
+
+# ---------------------------------------------------------------- executable
+
+def ctxos_command() -> list[str]:
+    """The absolute command that starts the *real* ``ctxos`` (argv prefix).
+
+    Prefer the executable that is running now (``sys.argv[0]`` when it is the
+    ``ctxos`` script), then ``ctxos`` on PATH, then this interpreter with
+    ``-m ctxos.client.cli``. The path is made absolute but symlinks are kept:
+    a package manager's stable link (``/usr/local/bin/ctxos``, pipx's
+    ``~/.local/bin/ctxos``) survives upgrades, its versioned target does not.
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 and Path(argv0).name == "ctxos":
+        candidate = Path(argv0)
+        if not candidate.is_absolute():
+            found = shutil.which(argv0) if os.sep not in argv0 else None
+            candidate = Path(found) if found else candidate
+        candidate = Path(os.path.abspath(candidate))
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return [str(candidate)]
+    found = shutil.which("ctxos")
+    if found:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "ctxos.client.cli"]
+
+
+# ---------------------------------------------------------------- locations
+
+def config_path(tool: str, scope: str, *, home: Path | None = None, project: Path | None = None,
+                platform: str | None = None, env: dict[str, str] | None = None) -> Path:
+    """Where ``tool`` keeps its MCP servers for ``scope`` on this platform."""
+    home = Path(home) if home else Path.home()
+    project = Path(project) if project else Path.cwd()
+    platform = platform or sys.platform
+    env = os.environ if env is None else env
+    if tool == "claude-code":
+        # user scope: top-level "mcpServers" of ~/.claude.json; project scope: .mcp.json
+        return project / ".mcp.json" if scope == "project" else home / ".claude.json"
+    if tool == "claude-desktop":
+        if platform == "darwin":
+            return home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+        if platform.startswith("win"):
+            return Path(env.get("APPDATA", home / "AppData" / "Roaming")) / "Claude" / "claude_desktop_config.json"
+        return Path(env.get("XDG_CONFIG_HOME", home / ".config")) / "Claude" / "claude_desktop_config.json"
+    if tool == "cursor":
+        return (project if scope == "project" else home) / ".cursor" / "mcp.json"
+    if tool == "windsurf":
+        return home / ".codeium" / "windsurf" / "mcp_config.json"
+    if tool == "vscode":
+        if scope == "project":
+            return project / ".vscode" / "mcp.json"
+        if platform == "darwin":
+            return home / "Library" / "Application Support" / "Code" / "User" / "mcp.json"
+        if platform.startswith("win"):
+            return Path(env.get("APPDATA", home / "AppData" / "Roaming")) / "Code" / "User" / "mcp.json"
+        return Path(env.get("XDG_CONFIG_HOME", home / ".config")) / "Code" / "User" / "mcp.json"
+    if tool == "codex":
+        if scope == "project":
+            return project / ".codex" / "config.toml"
+        codex_home = env.get("CODEX_HOME")
+        return Path(codex_home) / "config.toml" if codex_home else home / ".codex" / "config.toml"
+    raise ConnectError(f"unknown tool {tool!r}; choose one of: {', '.join(TOOLS)}")
+
+
+# ---------------------------------------------------------------- entries
+
+def server_entry(tool: str, transport: str, *, command: list[str], workspace: Path,
+                 url: str, token: str | None) -> dict[str, Any]:
+    """One server entry in the exact shape ``tool`` reads."""
+    if transport == "stdio":
+        args = [*command[1:], "--workspace", str(workspace), "mcp"]
+        if tool == "vscode":
+            return {"type": "stdio", "command": command[0], "args": args}
+        return {"command": command[0], "args": args}
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    if tool == "claude-code":
+        entry: dict[str, Any] = {"type": "http", "url": url}
+    elif tool == "vscode":
+        entry = {"type": "http", "url": url}
+    elif tool == "windsurf":
+        entry = {"serverUrl": url}
+    elif tool == "cursor":
+        entry = {"url": url}
+    elif tool == "codex":
+        # Codex refuses inline tokens: it reads the bearer token from an env variable.
+        entry = {"url": url}
+        if token:
+            entry["bearer_token_env_var"] = TOKEN_ENV_VAR
+        return entry
+    else:
+        raise ConnectError(f"{tool} does not take HTTP servers in its config file; use --transport stdio")
+    if headers:
+        entry["headers"] = headers
+    return entry
+
+
+def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", name: str = DEFAULT_SERVER_NAME,
+                 workspace: Path, http_host: str = "127.0.0.1", http_port: int = 3847,
+                 token: str | None = None, config_file: Path | None = None,
+                 command: list[str] | None = None, home: Path | None = None,
+                 project: Path | None = None, platform: str | None = None,
+                 env: dict[str, str] | None = None) -> ConnectPlan:
+    """Validate a connect request and build the entry, snippet and target path."""
+    spec = SPECS.get(tool)
+    if spec is None:
+        raise ConnectError(f"unknown tool {tool!r}; choose one of: {', '.join(TOOLS)}")
+    if transport not in spec.transports:
+        raise ConnectError(
+            f"{tool} only runs local (stdio) servers from its config file; use --transport stdio"
+            if transport == "http" else f"{tool} does not support transport {transport!r}")
+    if scope not in spec.scopes:
+        raise ConnectError(f"{tool} has no {scope} scope; choose one of: {', '.join(spec.scopes)}")
+    if not _NAME_RE.match(name):
+        raise ConnectError(f"server name {name!r} must be 1-64 letters, digits, '-' or '_'")
+    command = command or ctxos_command()
+    host = f"[{http_host}]" if ":" in http_host else http_host
+    url = f"http://{host}:{int(http_port)}/mcp"
+    entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token)
+    path = Path(config_file) if config_file else config_path(
+        tool, scope, home=home, project=project, platform=platform, env=env)
+    plan = ConnectPlan(tool=tool, transport=transport, scope=scope, name=name, path=path, fmt=spec.fmt,
+                       container=spec.container, entry=entry, snippet="",
+                       secret=bool(token) and spec.fmt == "json" and transport == "http")
+    plan.snippet = render_toml_table(spec.container, name, entry) if spec.fmt == "toml" else \
+        json.dumps({spec.container: {name: entry}}, indent=2) + "\n"
+    if tool == "claude-code":
+        cli_scope = ["--scope", "project"] if scope == "project" else ["--scope", "user"]
+        if transport == "stdio":
+            plan.cli_command = ["claude", "mcp", "add", *cli_scope, name, "--", entry["command"], *entry["args"]]
+        else:
+            extra = ["--header", f"Authorization: Bearer {token}"] if token else []
+            plan.cli_command = ["claude", "mcp", "add", "--transport", "http", *cli_scope, *extra, name, url]
+    if transport == "http":
+        plan.notes.append(f"HTTP needs the daemon running (ctxos daemon, or the installed service) on {url}.")
+        if token and tool == "codex":
+            plan.notes.append(f"Export the token before starting Codex: export {TOKEN_ENV_VAR}=<daemon.http_token>.")
+        elif token:
+            plan.notes.append("The entry holds the bearer token from daemon.http_token; the file is written owner-only.")
+    else:
+        plan.notes.append("stdio: the tool starts `ctxos mcp`, which starts the daemon when it is not running.")
+    return plan
+
+
+# ---------------------------------------------------------------- JSON
+
+def merge_json(text: str | None, container: str, name: str, entry: dict[str, Any], *, path: Path) -> str:
+    """Return ``text`` with ``container[name] = entry``; every other key kept as it was."""
+    if text is None or not text.strip():
+        data: dict[str, Any] = {}
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConnectError(
+                f"{path} is not plain JSON ({exc.msg} at line {exc.lineno}); it may contain comments. "
+                f"Nothing was changed: add the entry by hand (ctxos connect ... --print shows it)") from exc
+        if not isinstance(data, dict):
+            raise ConnectError(f"{path}: the top level is not a JSON object; nothing was changed")
+    servers = data.get(container)
+    if servers is None:
+        servers = {}
+    if not isinstance(servers, dict):
+        raise ConnectError(f"{path}: {container!r} is not an object; nothing was changed")
+    servers[name] = entry
+    data[container] = servers
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------- TOML
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key)
+
+
+def _toml_value(value: Any) -> str:
+    """Render the few value types an MCP entry uses (JSON string escapes are valid TOML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise ConnectError(f"cannot write {type(value).__name__} to TOML")
+
+
+def render_toml_table(container: str, name: str, entry: dict[str, Any]) -> str:
+    lines = [f"[{container}.{_toml_key(name)}]"]
+    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _header_path(line: str) -> list[str] | None:
+    """The dotted key path of a table header line, or None when the line is not a header."""
+    match = _HEADER_RE.match(line)
+    if not match:
+        return None
+    try:
+        parsed = tomllib.loads(f"[{match.group(1)}]\n")
+    except tomllib.TOMLDecodeError:
+        return None
+    keys: list[str] = []
+    node: Any = parsed
+    while isinstance(node, dict) and len(node) == 1:
+        key = next(iter(node))
+        keys.append(key)
+        node = node[key]
+    return keys
+
+
+def merge_toml(text: str | None, container: str, name: str, entry: dict[str, Any], *, path: Path) -> str:
+    """Replace (or append) ``[container.name]`` in a TOML document, keeping all other text.
+
+    Only whole tables ``[container.name]`` and ``[container.name.*]`` are
+    removed and the new table appended; comments and layout elsewhere stay.
+    A server defined some other way (inline table, dotted keys) is refused
+    rather than guessed at. The result is parsed again and must hold exactly
+    the old document plus the new entry.
+    """
+    text = text or ""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConnectError(f"{path} is not valid TOML ({exc}); nothing was changed") from exc
+    servers = before.get(container, {})
+    if not isinstance(servers, dict):
+        raise ConnectError(f"{path}: {container!r} is not a table; nothing was changed")
+
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    pending: list[str] = []      # comments/blank lines at the end of our table: they may introduce the next one
+    skipping = False
+    removed_header = False
+    for line in lines:
+        keys = _header_path(line)
+        if keys is not None:
+            was_skipping, skipping = skipping, keys[:2] == [container, name]
+            removed_header = removed_header or skipping
+            if was_skipping and not skipping:
+                kept.extend(pending)
+            pending = []
+        if not skipping:
+            kept.append(line)
+        elif keys is None:
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                pending.append(line)
+            else:
+                pending = []
+    if name in servers and not removed_header:
+        raise ConnectError(
+            f"{path} defines {container}.{name} without a [{container}.{name}] table header "
+            f"(inline or dotted keys); edit it by hand: nothing was changed")
+    body = "".join(kept).rstrip("\n")
+    new_text = (body + "\n\n" if body else "") + render_toml_table(container, name, entry)
+
+    after = tomllib.loads(new_text)
+    expected = dict(before)
+    expected_servers = dict(servers)
+    expected_servers[name] = entry
+    expected[container] = expected_servers
+    if after != expected:
+        raise ConnectError(f"{path}: could not merge the entry safely (the file layout is unusual); "
+                           f"nothing was changed: add it by hand (--print shows it)")
+    return new_text
+
+
+# ---------------------------------------------------------------- write
+
+def backup_path(path: Path, now: datetime | None = None) -> Path:
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    candidate = path.with_name(f"{path.name}.{stamp}.bak")
+    counter = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.{stamp}-{counter}.bak")
+        counter += 1
+    return candidate
+
+
+def merged_text(plan: ConnectPlan, existing: str | None) -> str:
+    if plan.fmt == "toml":
+        return merge_toml(existing, plan.container, plan.name, plan.entry, path=plan.path)
+    return merge_json(existing, plan.container, plan.name, plan.entry, path=plan.path)
+
+
+def write_plan(plan: ConnectPlan) -> WriteResult:
+    """Merge the plan's entry into its config file: parse, back up, write atomically.
+
+    An identical entry already in place is left alone (no backup, no write).
+    """
+    path = plan.path
+    existing: str | None = None
+    if path.exists():
+        if not path.is_file():
+            raise ConnectError(f"{path} exists and is not a file; nothing was changed")
+        try:
+            existing = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConnectError(f"cannot read {path}: {exc}; nothing was changed") from exc
+    new_text = merged_text(plan, existing)
+    if existing is not None and _same_entry(plan, existing):
+        return WriteResult(path=path, changed=False, backup=None, created=False)
+    backup = None
+    if existing is not None:
+        backup = backup_path(path)
+        shutil.copy2(path, backup)
+    mode = 0o600 if plan.secret else None
+    if existing is None and mode is None:
+        mode = 0o644
+    atomic_write_text(path, new_text, mode=mode)
+    return WriteResult(path=path, changed=True, backup=backup, created=existing is None)
+
+
+def _same_entry(plan: ConnectPlan, existing: str) -> bool:
+    try:
+        data = tomllib.loads(existing) if plan.fmt == "toml" else json.loads(existing)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError):
+        return False
+    servers = data.get(plan.container) if isinstance(data, dict) else None
+    return isinstance(servers, dict) and servers.get(plan.name) == plan.entry

@@ -1,0 +1,226 @@
+"""``DaemonContext``: what every daemon component and RPC handler shares.
+
+One engine per workspace, one RPC registry, and the thread model from
+docs/ARCHITECTURE.md: the engine has no threads of its own, so the daemon runs
+engine calls on worker threads. Reads go to a small pool and may run
+concurrently with each other and with one writer; every mutating call goes
+through a single-thread write executor *and* a lock, so writes are serialised
+whether they come from the watcher, an RPC, the scheduler or (in-process mode)
+the calling thread. The event loop itself never touches the disk.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+from .rpc import RpcRegistry
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ChangeListener = Callable[[Any], "None | Awaitable[None]"]
+StatusProvider = Callable[[], dict[str, Any]]
+
+READ_WORKERS = 8
+
+
+@dataclass
+class DaemonOptions:
+    """Command-line choices for one daemon run (config values are read from ``ctx.config``)."""
+
+    http: bool = True                 # --no-http turns the HTTP component off
+    http_port: int | None = None      # --http-port overrides config daemon.http_port (0 = any free port)
+    tray: bool | None = None          # --tray / --no-tray; None = try, and run without it if no display
+    verbose: bool = False
+    debounce_ms: int | None = None    # overrides config daemon.debounce_ms (tests, benchmarks)
+
+
+class DaemonContext:
+    """Shared state of a running daemon (or of an in-process backend when ``mode='in-process'``)."""
+
+    def __init__(self, root: Path, engine: Any, *, options: DaemonOptions | None = None,
+                 rpc: RpcRegistry | None = None, mode: str = "daemon") -> None:
+        self.root = Path(root)
+        self.engine = engine
+        self.options = options or DaemonOptions()
+        self.rpc = rpc or RpcRegistry()
+        self.mode = mode
+        self.pid = os.getpid()
+        self.started_at = time.time()
+        self.socket_path: Path | None = None
+        self.http_url: str | None = None        # set by the HTTP component once it listens
+        self.status_extra: dict[str, Any] = {}  # free-form status (scheduler: last job runs, ...)
+        self.components: dict[str, str] = {}    # name -> "running" | "disabled" | "failed: ..."
+        self.load_summary: dict[str, Any] | None = None
+        self.load_error: str | None = None
+        self._status_providers: dict[str, StatusProvider] = {}
+        self._listeners: list[ChangeListener] = []
+        self._write_lock = threading.Lock()
+        self._writes_in_flight = 0
+        self._read_pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="ctxos-read")
+        self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-write")
+        self._ready_flag = threading.Event()
+        self._ready_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------ config
+
+    @property
+    def config(self) -> Any:
+        """The engine's current ``Config`` (it changes when ``_config.yaml`` is reloaded)."""
+        return self.engine.config
+
+    def http_port(self) -> int:
+        """The HTTP port to bind: ``--http-port`` if given, else config ``daemon.http_port``."""
+        if self.options.http_port is not None:
+            return int(self.options.http_port)
+        return int(self.config.get("daemon.http_port", 3847))
+
+    def debounce_seconds(self) -> float:
+        ms = self.options.debounce_ms
+        if ms is None:
+            ms = self.config.get("daemon.debounce_ms", 150)
+        return max(0.0, float(ms)) / 1000.0
+
+    # ------------------------------------------------------------ readiness
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._ready_event = asyncio.Event()
+        if self._ready_flag.is_set():
+            self._ready_event.set()
+
+    @property
+    def ready(self) -> bool:
+        """True once the initial load (scan + reconcile) has finished."""
+        return self._ready_flag.is_set()
+
+    def mark_ready(self) -> None:
+        self._ready_flag.set()
+        if self._ready_event is not None:
+            self._ready_event.set()
+
+    async def wait_ready(self) -> None:
+        if self._ready_flag.is_set():
+            return
+        if self._ready_event is None:
+            self.bind_loop(asyncio.get_running_loop())
+        assert self._ready_event is not None
+        await self._ready_event.wait()
+        if self.load_error:
+            from .rpc import INTERNAL_ERROR, RpcError
+            raise RpcError(INTERNAL_ERROR, f"workspace failed to load: {self.load_error}")
+
+    # ------------------------------------------------------------ running engine calls
+
+    async def run_read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a read-only call on the read pool (concurrent with other reads and one write)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._read_pool, functools.partial(fn, *args, **kwargs))
+
+    async def run_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a mutating call on the write thread, holding the write lock (one at a time, FIFO)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._write_pool, functools.partial(self.write_sync, fn, *args, **kwargs))
+
+    def write_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` in the calling thread under the write lock (used by run_write and in-process mode)."""
+        with self._write_lock:
+            self._writes_in_flight += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._writes_in_flight -= 1
+
+    @property
+    def writes_in_flight(self) -> int:
+        return self._writes_in_flight
+
+    # ------------------------------------------------------------ change listeners
+
+    def add_change_listener(self, callback: ChangeListener) -> None:
+        """``callback(summary)`` runs on the event loop after each applied batch that changed something.
+
+        ``summary`` is the engine's ``ChangeSummary``. A callback may be sync or
+        async; it should be quick, and hand engine work to ``run_write``/``run_read``.
+        Exceptions are logged, never propagated.
+        """
+        self._listeners.append(callback)
+
+    def remove_change_listener(self, callback: ChangeListener) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    async def notify_change(self, summary: Any) -> None:
+        """Call every listener with ``summary`` (on the loop; in registration order)."""
+        for callback in list(self._listeners):
+            try:
+                result = callback(summary)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001 - one listener must not break the others
+                log.exception("change listener %r failed", callback)
+
+    def publish_change(self, summary: Any) -> None:
+        """Thread-safe: schedule :meth:`notify_change` from any thread (e.g. an RPC write handler)."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not self._listeners:
+            return
+
+        def _schedule() -> None:
+            loop.create_task(self.notify_change(summary))
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            _schedule()
+        else:
+            loop.call_soon_threadsafe(_schedule)
+
+    # ------------------------------------------------------------ status
+
+    def add_status_provider(self, name: str, provider: StatusProvider) -> None:
+        """Add a section to ``status``: ``provider()`` is called (from a worker thread) on each request."""
+        self._status_providers[name] = provider
+
+    def daemon_status(self) -> dict[str, Any]:
+        """The daemon's own part of ``status`` (the engine adds its counts)."""
+        data: dict[str, Any] = {
+            "mode": self.mode,
+            "pid": self.pid,
+            "workspace": str(self.root),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "state": "ready" if self.ready else ("failed" if self.load_error else "loading"),
+            "socket": str(self.socket_path) if self.socket_path else None,
+            "http": self.http_url,
+            "components": dict(self.components),
+            "writes_in_flight": self._writes_in_flight,
+        }
+        if self.load_error:
+            data["load_error"] = self.load_error
+        for name, provider in list(self._status_providers.items()):
+            try:
+                data[name] = provider()
+            except Exception as exc:  # noqa: BLE001
+                data[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        data["extra"] = dict(self.status_extra)
+        return data
+
+    # ------------------------------------------------------------ shutdown
+
+    def shutdown_executors(self) -> None:
+        """Wait for the write in flight (and queued reads) to finish, then stop the pools."""
+        self._write_pool.shutdown(wait=True, cancel_futures=False)
+        self._read_pool.shutdown(wait=True, cancel_futures=True)

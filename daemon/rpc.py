@@ -1,0 +1,233 @@
+"""JSON-RPC 2.0: the method registry and message handling, independent of transport.
+
+The Unix socket server (``ipc_server.py``), the in-process backend
+(``client/backend.py``) and any HTTP front end share this one registry, so a
+method behaves the same whichever way it is reached. Handlers are plain sync
+functions ``handler(ctx, params) -> JSON-able``; the registry runs them on the
+context's worker threads (``run_read``) or behind its single write lock
+(``run_write``) so the event loop never blocks on the engine.
+
+Errors a caller can act on are raised as :class:`RpcError`; anything else a
+handler raises becomes an "internal error" reply (logged with its traceback)
+and never takes the connection or the daemon down.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import DaemonContext
+
+log = logging.getLogger(__name__)
+
+# JSON-RPC 2.0 standard codes.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Application codes (the -32000..-32099 "server error" range).
+NOT_FOUND = -32004          # the named memory / skill does not exist
+WRITE_REFUSED = -32010      # a safety rule refused a write (protected, read-only folder, ...)
+NOT_READY = -32011          # the daemon is still loading (only for callers that do not wait)
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024   # one request line; larger ones get INVALID_REQUEST
+
+Handler = Callable[["DaemonContext", dict[str, Any]], Any]
+
+
+class RpcError(Exception):
+    """An error reply: ``code`` and ``message`` as JSON-RPC defines them, optional ``data``."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+@dataclass(frozen=True)
+class RpcMethod:
+    name: str
+    handler: Handler
+    write: bool = False          # serialised behind the single write lock
+    wait_ready: bool = True      # wait for the initial load before running (False for status)
+    doc: str = ""
+
+
+class RpcRegistry:
+    """Name -> handler. Method modules call :meth:`register` from their ``register(registry)``."""
+
+    def __init__(self) -> None:
+        self._methods: dict[str, RpcMethod] = {}
+
+    def register(self, name: str, handler: Handler, write: bool = False, *,
+                 wait_ready: bool = True, doc: str | None = None) -> None:
+        if name in self._methods:
+            raise ValueError(f"RPC method {name!r} is already registered")
+        self._methods[name] = RpcMethod(name, handler, write, wait_ready,
+                                        (doc if doc is not None else (handler.__doc__ or "")).strip())
+
+    def get(self, name: str) -> RpcMethod | None:
+        return self._methods.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._methods)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._methods
+
+    def _lookup(self, method: str, params: Any) -> tuple[RpcMethod, dict[str, Any]]:
+        entry = self._methods.get(method)
+        if entry is None:
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
+                           {"available": self.names()})
+        return entry, normalise_params(params)
+
+    async def call(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
+        """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock."""
+        entry, clean = self._lookup(method, params)
+        if entry.wait_ready:
+            await ctx.wait_ready()
+        runner = ctx.run_write if entry.write else ctx.run_read
+        return await runner(entry.handler, ctx, clean)
+
+    def call_sync(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
+        """Run ``method`` in the calling thread (in-process backend); writes still take the write lock."""
+        entry, clean = self._lookup(method, params)
+        if entry.write:
+            return ctx.write_sync(entry.handler, ctx, clean)
+        return entry.handler(ctx, clean)
+
+
+def normalise_params(params: Any) -> dict[str, Any]:
+    """Named params only: an object, or absent/null/[] meaning none."""
+    if params is None or params == []:
+        return {}
+    if isinstance(params, dict):
+        return params
+    raise RpcError(INVALID_PARAMS, "params must be an object of named parameters")
+
+
+# ---------------------------------------------------------------- params
+
+_MISSING: Any = object()
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+               list: "a list", dict: "an object"}
+
+
+def param(params: dict[str, Any], name: str, kind: type, default: Any = _MISSING, *,
+          allow_none: bool = False) -> Any:
+    """Fetch and type-check one named parameter, raising INVALID_PARAMS with a clear message.
+
+    ``bool`` is not accepted for ``int``/``float`` (JSON ``true`` is not a number),
+    and an ``int`` is accepted for ``float``.
+    """
+    if name not in params or (params[name] is None and not allow_none and default is not _MISSING):
+        if default is _MISSING:
+            raise RpcError(INVALID_PARAMS, f"missing required parameter '{name}'")
+        return default
+    value = params[name]
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise RpcError(INVALID_PARAMS, f"parameter '{name}' must be {_TYPE_NAMES.get(kind, kind.__name__)}")
+    return value
+
+
+def check_known(params: dict[str, Any], allowed: set[str] | frozenset[str]) -> None:
+    """Reject unknown parameter names (a typo should fail loudly, not be ignored)."""
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}",
+                       {"allowed": sorted(allowed)})
+
+
+# ---------------------------------------------------------------- messages
+
+def json_default(value: Any) -> Any:
+    """Serialise the few non-JSON types handlers may return (dataclasses with ``to_dict``, paths, dates)."""
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def encode_message(message: Any) -> bytes:
+    """One JSON-RPC message as a single UTF-8 line (compact JSON never contains a raw newline)."""
+    return json.dumps(message, default=json_default, ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)) \
+        or isinstance(value, float)
+
+
+async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any) -> dict[str, Any] | None:
+    if not isinstance(request, dict):
+        return error_response(None, RpcError(INVALID_REQUEST, "a request must be a JSON object"))
+    request_id = request.get("id")
+    is_notification = "id" not in request
+    if not _valid_id(request_id):
+        return error_response(None, RpcError(INVALID_REQUEST, "id must be a string, a number or null"))
+    if request.get("jsonrpc") != "2.0":
+        return error_response(request_id, RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"'))
+    method = request.get("method")
+    if not isinstance(method, str) or not method:
+        return error_response(request_id, RpcError(INVALID_REQUEST, "method must be a non-empty string"))
+    try:
+        result = await registry.call(ctx, method, request.get("params"))
+        response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        # Serialise here so a non-JSON result becomes an error reply, not a dead connection.
+        encode_message(response)
+    except RpcError as exc:
+        response = error_response(request_id, exc)
+    except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the connection
+        log.exception("RPC %s failed", method)
+        response = error_response(request_id, RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"))
+    return None if is_notification else response
+
+
+async def handle_payload(ctx: "DaemonContext", registry: RpcRegistry, payload: bytes | str) -> Any:
+    """Handle one raw message (a request or a batch); return the reply object, or None for notifications."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        message = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return error_response(None, RpcError(PARSE_ERROR, f"parse error: {exc}"))
+    if isinstance(message, list):
+        if not message:
+            return error_response(None, RpcError(INVALID_REQUEST, "empty batch"))
+        replies = [await _handle_one(ctx, registry, item) for item in message]
+        replies = [r for r in replies if r is not None]
+        return replies or None
+    return await _handle_one(ctx, registry, message)

@@ -1,0 +1,112 @@
+"""Where the daemon keeps its socket, lock, pid file and logs.
+
+Kept free of asyncio and of the engine so the thin client can import it
+cheaply. The socket lives outside the workspace (a runtime dir private to the
+user) because Unix socket paths are limited to 104 (macOS) / 108 (Linux)
+bytes, and a workspace path can be arbitrarily long; the lock, pid file and
+logs live under ``.ctxos/`` so they belong to exactly one workspace.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+STATE_DIR = ".ctxos"
+LOCK_NAME = "daemon.lock"
+INFO_NAME = "daemon.json"
+LOG_DIR = "logs"
+LOG_NAME = "daemon.log"
+START_LOG_NAME = "daemon-start.log"
+
+# sun_path is 104 bytes on macOS/BSD and 108 on Linux, including the NUL.
+SOCKET_PATH_MAX = 103
+
+
+class RuntimeDirError(RuntimeError):
+    """The runtime directory is unusable (owned by someone else, or not private)."""
+
+
+def runtime_dir() -> Path:
+    """``$CTXOS_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/ctxos``, else ``/tmp/ctxos-$UID``."""
+    explicit = os.environ.get("CTXOS_RUNTIME_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "ctxos"
+    return Path(tempfile.gettempdir()) / f"ctxos-{os.getuid()}"
+
+
+def workspace_key(root: Path) -> str:
+    """A short, stable name for a workspace: the first 16 hex digits of sha1(resolved path)."""
+    resolved = str(Path(root).expanduser().resolve())
+    return hashlib.sha1(resolved.encode("utf-8")).hexdigest()[:16]
+
+
+def socket_path(root: Path) -> Path:
+    """The socket for ``root``: ``<runtime dir>/<key>.sock``.
+
+    When the runtime dir itself is so long that the socket path would not fit
+    in ``sun_path``, fall back to ``/tmp/ctxos-$UID`` (which always fits) so the
+    daemon can still start; both client and daemon compute the same answer.
+    """
+    candidate = runtime_dir() / f"{workspace_key(root)}.sock"
+    if len(os.fsencode(str(candidate))) <= SOCKET_PATH_MAX:
+        return candidate
+    return Path("/tmp") / f"ctxos-{os.getuid()}" / f"{workspace_key(root)}.sock"
+
+
+def ensure_private_dir(folder: Path) -> Path:
+    """Create ``folder`` with mode 0700, or check an existing one is ours and private.
+
+    A pre-existing folder owned by another user could let that user replace our
+    socket, so it is refused rather than used; a folder of ours with looser
+    permissions is tightened to 0700.
+    """
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise RuntimeDirError(f"runtime dir {folder} is not a real directory")
+    if info.st_uid != os.getuid():
+        raise RuntimeDirError(f"runtime dir {folder} is owned by uid {info.st_uid}, not by you ({os.getuid()})")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def state_dir(root: Path) -> Path:
+    """The workspace's derived-state folder, as the engine decides it (normally ``<root>/.ctxos``).
+
+    Delegates to ``ctxos.services.workspace.state_dir`` so ``CTXOS_STATE_DIR``
+    and read-only workspaces put the lock and logs where the index lives.
+    """
+    try:
+        from ctxos.services.workspace import state_dir as engine_state_dir
+    except ImportError:  # pragma: no cover - engine not importable: fall back to the documented place
+        return Path(root) / STATE_DIR
+    return engine_state_dir(Path(root))
+
+
+def lock_path(root: Path) -> Path:
+    return state_dir(root) / LOCK_NAME
+
+
+def info_path(root: Path) -> Path:
+    """``.ctxos/daemon.json``: pid, socket, http address and start time of the running daemon."""
+    return state_dir(root) / INFO_NAME
+
+
+def log_dir(root: Path) -> Path:
+    return state_dir(root) / LOG_DIR
+
+
+def log_path(root: Path) -> Path:
+    return log_dir(root) / LOG_NAME
+
+
+def start_log_path(root: Path) -> Path:
+    """Where ``ctxos start`` sends the background daemon's stdout/stderr (crashes before logging is set up)."""
+    return log_dir(root) / START_LOG_NAME

@@ -1,0 +1,673 @@
+/* AI Context OS web view.
+ *
+ * Vanilla JS on purpose: no framework and no build step, so the page served by
+ * the daemon is exactly the files in this folder. Everything it shows comes
+ * from the REST API under /api/ (the same engine calls the CLI and MCP use);
+ * live refresh comes from /api/events (server-sent events read with fetch so
+ * an optional bearer token can be sent).
+ */
+"use strict";
+
+const SIGNALS = ["semantic", "bm25", "graph", "recency", "importance", "frequency"];
+const SIGNAL_COLOURS = {
+  semantic: "#6366f1", bm25: "#0ea5e9", graph: "#10b981",
+  recency: "#f59e0b", importance: "#ef4444", frequency: "#a855f7",
+};
+const TYPE_COLOURS = {
+  rule: "#c93b3b", context: "#2f6fed", daily: "#8a94a6", project: "#1f9d55", skill: "#d98e04",
+  resource: "#0ea5e9", decision: "#7c3aed", task: "#db2777", scratch: "#94a3b8",
+};
+const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+  "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#17becf"];
+const TOKEN_KEY = "ctxos-token";
+
+const state = {
+  status: null,
+  memories: [],
+  graph: null,
+  cy: null,
+  graphColour: "community",
+  editing: null,        // the memory as loaded from the server (null for a new one)
+  dirty: false,
+  lastSim: null,
+  view: "simulate",
+};
+
+/* ---------- small helpers ---------- */
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k === "style") node.setAttribute("style", v);
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function fmt(n, digits = 3) {
+  return typeof n === "number" ? n.toFixed(digits) : "–";
+}
+
+function communityColour(c) {
+  if (c === null || c === undefined || c < 0) return "#cbd2dc";
+  if (c < PALETTE.length) return PALETTE[c];
+  return `hsl(${(c * 137.508) % 360}, 55%, 55%)`;
+}
+
+function csv(text) {
+  return text.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+function showBanner(message, kind = "error") {
+  const b = $("#banner");
+  if (!message) { b.hidden = true; return; }
+  b.className = "banner" + (kind === "info" ? " info" : "");
+  b.textContent = message;
+  b.hidden = false;
+}
+
+/* ---------- API ---------- */
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error && body.error.message) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+function authHeaders() {
+  const token = localStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: { Accept: "application/json", ...authHeaders() } };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  let data = null;
+  try { data = await res.json(); } catch (_) { data = null; }
+  if (res.status === 401) {
+    const token = window.prompt("This daemon requires its access token (daemon.http_token):");
+    if (token) { localStorage.setItem(TOKEN_KEY, token.trim()); return api(method, path, body); }
+  }
+  if (!res.ok) throw new ApiError(res.status, data);
+  return data;
+}
+
+/* ---------- routing ---------- */
+
+const VIEWS = ["simulate", "graph", "governance", "memories", "health"];
+
+function route() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [view, ...rest] = hash.split("/");
+  const name = VIEWS.includes(view) ? view : "simulate";
+  state.view = name;
+  for (const v of VIEWS) $(`#view-${v}`).hidden = v !== name;
+  for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.view === name);
+  if (name === "graph") loadGraph();
+  if (name === "governance") loadGovernance();
+  if (name === "health") loadHealth();
+  if (name === "memories") {
+    const id = rest.length ? decodeURIComponent(rest.join("/")) : null;
+    loadMemories().then(() => { if (id && (!state.editing || state.editing.id !== id)) openMemory(id); });
+  }
+}
+
+function goToMemory(id) {
+  location.hash = `#/memories/${encodeURIComponent(id)}`;
+}
+
+/* ---------- status and health badge ---------- */
+
+async function loadStatus() {
+  try {
+    const s = await api("GET", "/api/status");
+    state.status = s;
+    $("#workspace-path").textContent = s.workspace || "";
+    $("#workspace-path").title = s.workspace || "";
+    const intents = $("#sim-intent");
+    if (intents.options.length <= 1) {
+      for (const name of s.intents || []) intents.append(el("option", { value: name, text: name }));
+    }
+    if (s.default_budget && !$("#sim-budget").dataset.touched) $("#sim-budget").value = s.default_budget;
+    const typeSel = $("#ed-type");
+    const typeFilter = $("#mem-type-filter");
+    if (typeSel.options.length === 0) {
+      for (const t of s.types || []) {
+        typeSel.append(el("option", { value: t, text: t }));
+        typeFilter.append(el("option", { value: t, text: t }));
+      }
+    }
+  } catch (e) {
+    showBanner(`Cannot reach the daemon: ${e.message}`);
+  }
+}
+
+function grade(score) {
+  if (typeof score !== "number") return "none";
+  return score >= 75 ? "good" : score >= 50 ? "fair" : "poor";
+}
+
+async function loadHealthBadge() {
+  try {
+    const h = await api("GET", "/api/health");
+    const badge = $("#health-badge");
+    badge.textContent = `health ${Math.round(h.score)}`;
+    badge.dataset.grade = grade(h.score);
+    return h;
+  } catch (e) {
+    $("#health-badge").textContent = "health ?";
+    return null;
+  }
+}
+
+async function loadHealth() {
+  const h = await loadHealthBadge();
+  if (!h) return;
+  const score = $("#health-score");
+  score.replaceChildren(String(Math.round(h.score)), el("small", { text: "of 100" }));
+  score.style.color = { good: "var(--ok)", fair: "var(--warn)", poor: "var(--bad)" }[grade(h.score)] || "";
+  const parts = $("#health-parts");
+  parts.replaceChildren();
+  for (const p of h.parts || []) {
+    const value = Math.max(0, Math.min(100, p.score));
+    parts.append(el("div", { class: "part", dataset: { part: p.name } },
+      el("span", { class: "name", text: p.name }),
+      el("span", { class: "meter" }, el("i", { class: grade(value), style: `width:${value}%` })),
+      el("span", { class: "num", text: `${Math.round(value)} · ${Math.round(p.weight * 100)}%` }),
+      p.hint ? el("span", { class: "hint", text: p.hint }) : null));
+  }
+  const inv = $("#health-invalid");
+  inv.replaceChildren();
+  const invalid = h.invalid || [];
+  if (!invalid.length) inv.append(el("p", { class: "muted", text: "None: every file is served." }));
+  else {
+    const t = el("table", { class: "data" }, el("thead", {}, el("tr", {}, el("th", { text: "file" }), el("th", { text: "reason" }))));
+    const tb = el("tbody");
+    for (const f of invalid) tb.append(el("tr", {}, el("td", { class: "mem-id", text: f.path }), el("td", { text: f.reason })));
+    t.append(tb);
+    inv.append(t);
+  }
+}
+
+/* ---------- simulation ---------- */
+
+function signalLegend() {
+  const lg = $("#signal-legend");
+  lg.replaceChildren(...SIGNALS.map((s) =>
+    el("span", {}, el("span", { class: "sw", style: `background:${SIGNAL_COLOURS[s]}` }), s)));
+}
+
+function stackBar(shares, score) {
+  const bar = el("div", { class: "stack", title: SIGNALS.map((s) => `${s}: ${fmt(shares[s] || 0)}`).join("\n") });
+  const total = score > 0 ? score : SIGNALS.reduce((a, s) => a + (shares[s] || 0), 0);
+  for (const s of SIGNALS) {
+    const v = shares[s] || 0;
+    if (v <= 0 || total <= 0) continue;
+    // Width is the signal's share of the composite score; the bar's length shows the score itself.
+    bar.append(el("i", { style: `width:${(v / total) * 100 * Math.min(1, total)}%;background:${SIGNAL_COLOURS[s]}`, dataset: { signal: s } }));
+  }
+  return bar;
+}
+
+async function runSimulation(ev) {
+  if (ev) ev.preventDefault();
+  const query = $("#sim-query").value.trim();
+  if (!query) return;
+  const body = { query };
+  const budget = parseInt($("#sim-budget").value, 10);
+  if (budget > 0) body.budget_tokens = budget;
+  const intent = $("#sim-intent").value;
+  if (intent) body.intent = intent;
+  $("#sim-run").disabled = true;
+  try {
+    const r = await api("POST", "/api/simulate", body);
+    state.lastSim = r;
+    renderSimulation(r);
+    showBanner(null);
+  } catch (e) {
+    showBanner(`Simulation failed: ${e.message}`);
+  } finally {
+    $("#sim-run").disabled = false;
+  }
+}
+
+function renderSimulation(r) {
+  $("#sim-empty").hidden = true;
+  $("#sim-result").hidden = false;
+  const pct = r.budget_tokens ? Math.min(100, (100 * r.tokens_used) / r.budget_tokens) : 0;
+  $("#sim-summary").replaceChildren(
+    el("span", { class: "pill" }, "intent ", el("b", { id: "sim-intent-detected", text: r.intent })),
+    el("span", { class: "pill" }, el("b", { text: `${r.tokens_used}` }), ` / ${r.budget_tokens} tokens `,
+      el("span", { class: "meter" }, el("i", { style: `width:${pct}%` }))),
+    el("span", { class: "pill" }, el("b", { text: String(r.selected.length) }), " memories"),
+    el("span", { class: "muted", text: `expanded: ${(r.expanded_query || []).join(" ")}` }),
+    el("span", { class: "muted", text: `${fmt(r.elapsed_ms, 1)} ms` }));
+  const tbody = $("#sim-table tbody");
+  tbody.replaceChildren();
+  r.selected.forEach((m, i) => {
+    tbody.append(el("tr", { dataset: { id: m.id, tier: m.tier } },
+      el("td", { class: "num muted", text: String(i + 1) }),
+      el("td", {},
+        el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(m.id)}`, text: m.id }),
+        el("span", { class: "type-chip", text: m.type })),
+      el("td", {}, el("span", { class: `tier tier-${m.tier}`, text: m.tier })),
+      el("td", { class: "num", text: String(m.tokens) }),
+      el("td", { class: "num", text: fmt(m.score) }),
+      el("td", {}, stackBar(m.shares || {}, m.score)),
+      el("td", { class: "muted", text: m.reason || "" })));
+  });
+  if (!r.selected.length) tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No memory matched this query." })));
+  const catalog = r.catalog_ids || [];
+  $("#sim-catalog").textContent = catalog.length || r.catalog_omitted
+    ? `L0 catalog: ${catalog.length} one-line entries` + (r.catalog_omitted ? `, ${r.catalog_omitted} left out for budget` : "")
+    : "";
+  $("#sim-rendered").textContent = r.rendered;
+}
+
+function toggleRendered() {
+  const pre = $("#sim-rendered");
+  pre.hidden = !pre.hidden;
+  $("#sim-show-rendered").textContent = pre.hidden ? "Show rendered context" : "Hide rendered context";
+}
+
+/* ---------- graph ---------- */
+
+async function loadGraph(force = false) {
+  if (state.graph && !force) { renderGraph(); return; }
+  try {
+    state.graph = await api("GET", "/api/graph");
+    renderGraph();
+  } catch (e) {
+    showBanner(`Graph failed: ${e.message}`);
+  }
+}
+
+function nodeColour(n) {
+  return state.graphColour === "type" ? (TYPE_COLOURS[n.type] || "#888") : communityColour(n.community);
+}
+
+function renderGraph() {
+  const g = state.graph;
+  if (!g) return;
+  const container = $("#graph-canvas");
+  if (typeof window.cytoscape !== "function") { showBanner("graph library missing"); return; }
+  const elements = [
+    ...g.nodes.map((n) => ({ group: "nodes", data: { id: n.id, label: n.id, colour: nodeColour(n), size: 14 + 26 * (n.importance ?? 0.5) } })),
+    ...g.edges.map((e, i) => ({ group: "edges", data: { id: `e${i}`, source: e.source, target: e.target, kind: e.kind || "link" } })),
+  ];
+  if (state.cy) state.cy.destroy();
+  const big = g.nodes.length > 400;
+  state.cy = window.cytoscape({
+    container,
+    elements,
+    wheelSensitivity: 0.3,
+    style: [
+      { selector: "node", style: {
+        "background-color": "data(colour)", width: "data(size)", height: "data(size)",
+        label: big ? "" : "data(label)", "font-size": 9, color: "#3d4653", "text-valign": "bottom", "text-margin-y": 3,
+        "border-width": 1, "border-color": "#ffffff" } },
+      { selector: "node:selected", style: { "border-width": 3, "border-color": "#1d2430" } },
+      { selector: "edge", style: { width: 1, "line-color": "#c9d0da", "curve-style": "haystack", opacity: 0.8 } },
+      { selector: "edge[kind = 'tags']", style: { "line-style": "dashed", opacity: 0.5 } },
+    ],
+    layout: big
+      ? { name: "concentric", concentric: (n) => n.degree(), levelWidth: () => 3, animate: false }
+      : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 6000, idealEdgeLength: () => 60, numIter: 600 },
+  });
+  state.cy.on("tap", "node", (evt) => showNode(evt.target.id()));
+  state.cy.on("dbltap", "node", (evt) => goToMemory(evt.target.id()));
+  const communities = new Set(g.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
+  $("#graph-stats").textContent = `${g.nodes.length} memories · ${g.edges.length} links · ${communities.size} communities`;
+  $("#graph-canvas").dataset.nodes = String(state.cy.nodes().length);
+  $("#graph-canvas").dataset.edges = String(state.cy.edges().length);
+  renderGraphLegend(communities);
+}
+
+function renderGraphLegend(communities) {
+  const lg = $("#graph-legend");
+  lg.replaceChildren();
+  if (state.graphColour === "type") {
+    const present = new Set(state.graph.nodes.map((n) => n.type));
+    for (const [t, c] of Object.entries(TYPE_COLOURS)) {
+      if (present.has(t)) lg.append(el("span", {}, el("span", { class: "sw", style: `background:${c}` }), t));
+    }
+  } else {
+    const counts = {};
+    for (const n of state.graph.nodes) counts[n.community] = (counts[n.community] || 0) + 1;
+    const sorted = [...communities].sort((a, b) => counts[b] - counts[a]).slice(0, 16);
+    for (const c of sorted) lg.append(el("span", {}, el("span", { class: "sw", style: `background:${communityColour(c)}` }), `community ${c} (${counts[c]})`));
+    if (communities.size > sorted.length) lg.append(el("span", { text: `… ${communities.size - sorted.length} more` }));
+  }
+}
+
+function showNode(id) {
+  const n = state.graph.nodes.find((x) => x.id === id);
+  if (!n) return;
+  const card = $("#graph-node");
+  card.hidden = false;
+  card.replaceChildren(
+    el("h4", { text: n.id }),
+    el("div", {}, el("span", { class: "type-chip", style: "margin-left:0", text: n.type }),
+      " ", el("span", { class: "muted", text: `community ${n.community ?? "–"} · importance ${fmt(n.importance, 2)}` })),
+    el("p", { text: n.l0 || "" }),
+    el("button", { type: "button", class: "primary small", id: "graph-open", onclick: () => goToMemory(n.id), text: "Open memory" }));
+}
+
+function setGraphColour(mode) {
+  state.graphColour = mode;
+  for (const b of document.querySelectorAll("#graph-colour button")) b.classList.toggle("on", b.dataset.colour === mode);
+  if (!state.cy || !state.graph) return;
+  const byId = new Map(state.graph.nodes.map((n) => [n.id, n]));
+  state.cy.nodes().forEach((node) => node.data("colour", nodeColour(byId.get(node.id()))));
+  const communities = new Set(state.graph.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
+  renderGraphLegend(communities);
+}
+
+/* ---------- governance ---------- */
+
+function evidenceText(ev) {
+  if (ev === null || ev === undefined) return "";
+  if (typeof ev === "string") return ev;
+  if (Array.isArray(ev)) return ev.map(evidenceText).join("\n");
+  return Object.entries(ev).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("\n");
+}
+
+async function loadGovernance() {
+  let data;
+  try {
+    data = await api("GET", "/api/governance");
+  } catch (e) {
+    showBanner(`Governance failed: ${e.message}`);
+    return;
+  }
+  const findings = data.findings || [];
+  $("#gov-count").textContent = findings.length ? String(findings.length) : "";
+  $("#gov-summary").textContent = findings.length
+    ? `${findings.length} finding${findings.length === 1 ? "" : "s"} waiting for your judgment`
+    : "Nothing needs your judgment.";
+  const list = $("#gov-list");
+  list.replaceChildren();
+  for (const f of findings) list.append(findingCard(f));
+}
+
+function findingCard(f) {
+  const ids = f.memory_ids || [];
+  const acts = el("div", { class: "acts" });
+  const act = async (action, extra = {}) => {
+    try {
+      await api("POST", "/api/governance/actions", { action, finding_id: f.id, memory_id: ids[0], ...extra });
+      showBanner(`${action.replace("_", " ")} done`, "info");
+      await Promise.all([loadGovernance(), loadHealthBadge()]);
+    } catch (e) {
+      showBanner(`${action} failed: ${e.message}`);
+    }
+  };
+  const actions = f.actions || [];
+  if (actions.includes("archive") && ids.length) {
+    acts.append(el("button", { type: "button", class: "small danger", dataset: { action: "archive" }, onclick: () => act("archive"), text: `Archive ${ids.length > 1 ? ids[0] : ""}`.trim() }));
+  }
+  if (actions.includes("set_importance") && ids.length) {
+    const input = el("input", { type: "number", min: 0, max: 1, step: 0.05, value: f.suggested_importance ?? 0.5, "aria-label": "new importance" });
+    acts.append(input, el("button", { type: "button", class: "small", dataset: { action: "set_importance" },
+      onclick: () => act("set_importance", { importance: parseFloat(input.value) }), text: "Set importance" }));
+  }
+  if (actions.includes("dismiss")) {
+    acts.append(el("button", { type: "button", class: "small", dataset: { action: "dismiss" }, onclick: () => act("dismiss"), text: "Dismiss" }));
+  }
+  return el("div", { class: "card", dataset: { finding: f.id, kind: f.kind } },
+    el("div", { class: "body" },
+      el("span", { class: "kind", dataset: { kind: f.kind }, text: f.kind.replace(/_/g, " ") }),
+      el("div", { class: "title", text: f.reason || f.title || "" }),
+      ids.length ? el("div", {}, ...ids.map((id, i) => [i ? ", " : "", el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(id)}`, text: id })])) : null,
+      f.evidence ? el("div", { class: "evidence", text: evidenceText(f.evidence) }) : null,
+      f.suggestion ? el("div", { class: "suggest" }, el("b", { text: "Suggested: " }), f.suggestion) : null),
+    acts);
+}
+
+/* ---------- memories and editor ---------- */
+
+async function loadMemories() {
+  try {
+    const data = await api("GET", "/api/memories");
+    state.memories = data.memories || [];
+    renderMemoryList();
+  } catch (e) {
+    showBanner(`Listing memories failed: ${e.message}`);
+  }
+}
+
+function renderMemoryList() {
+  const q = $("#mem-filter").value.trim().toLowerCase();
+  const type = $("#mem-type-filter").value;
+  const list = $("#mem-list");
+  list.replaceChildren();
+  const shown = state.memories.filter((m) => (!type || m.type === type) &&
+    (!q || m.id.toLowerCase().includes(q) || (m.l0 || "").toLowerCase().includes(q) || (m.tags || []).some((t) => t.toLowerCase().includes(q))));
+  for (const m of shown.slice(0, 500)) {
+    list.append(el("li", { dataset: { id: m.id }, class: state.editing && state.editing.id === m.id ? "active" : null, onclick: () => goToMemory(m.id) },
+      el("span", { class: "mem-id", text: m.id }), el("span", { class: "type-chip", text: m.type }),
+      el("span", { class: "l0", text: m.l0 || "" })));
+  }
+  if (shown.length > 500) list.append(el("li", { class: "muted", text: `… ${shown.length - 500} more: narrow the filter` }));
+}
+
+function editorNote(message, kind) {
+  const note = $("#ed-note");
+  if (!message) { note.hidden = true; return; }
+  note.className = "editor-note" + (kind === "conflict" ? " conflict" : "");
+  note.replaceChildren(message);
+  note.hidden = false;
+}
+
+function fillEditor(m) {
+  state.editing = m;
+  state.dirty = false;
+  $("#editor-empty").hidden = true;
+  const form = $("#editor");
+  form.hidden = false;
+  const isNew = !m.id;
+  $("#ed-title").textContent = isNew ? "New memory" : m.id;
+  $("#ed-meta").textContent = isNew ? "" : `${m.path} · version ${m.version} · modified ${m.modified || "–"}${m.protected ? " · protected" : ""}`;
+  $("#ed-id").value = m.id || "";
+  $("#ed-id").readOnly = !isNew;
+  $("#ed-type").value = m.type || "context";
+  $("#ed-type").disabled = !isNew;
+  $("#ed-l0").value = m.l0 || "";
+  $("#ed-importance").value = m.importance ?? 0.5;
+  $("#ed-tags").value = (m.tags || []).join(", ");
+  $("#ed-related").value = (m.related || []).join(", ");
+  $("#ed-l1").value = m.l1 || "";
+  $("#ed-l2").value = m.l2 || "";
+  $("#ed-archive").hidden = isNew;
+  $("#ed-revert").hidden = isNew;
+  $("#ed-status").textContent = "";
+  for (const li of document.querySelectorAll("#mem-list li")) li.classList.toggle("active", li.dataset.id === m.id);
+}
+
+async function openMemory(id) {
+  try {
+    const m = await api("GET", `/api/memories/${encodeURIComponent(id)}`);
+    fillEditor(m);
+    editorNote(null);
+  } catch (e) {
+    showBanner(e.status === 404 ? `No memory with id ${id}` : `Opening ${id} failed: ${e.message}`);
+  }
+}
+
+function editorPayload() {
+  return {
+    l0: $("#ed-l0").value.trim(),
+    importance: parseFloat($("#ed-importance").value),
+    tags: csv($("#ed-tags").value),
+    related: csv($("#ed-related").value),
+    l1: $("#ed-l1").value,
+    content: $("#ed-l2").value,
+  };
+}
+
+async function saveMemory(ev) {
+  ev.preventDefault();
+  const m = state.editing;
+  const body = editorPayload();
+  $("#ed-save").disabled = true;
+  try {
+    let saved;
+    if (m && m.id) {
+      saved = await api("PUT", `/api/memories/${encodeURIComponent(m.id)}`, { ...body, version: m.version });
+    } else {
+      const id = $("#ed-id").value.trim();
+      saved = await api("POST", "/api/memories", { ...body, type: $("#ed-type").value, ...(id ? { id } : {}) });
+      location.hash = `#/memories/${encodeURIComponent(saved.id)}`;
+    }
+    fillEditor(saved);
+    editorNote(`Saved: version ${saved.version}, written to ${saved.path}.`);
+    $("#ed-status").textContent = "saved";
+    loadMemories();
+  } catch (e) {
+    if (e.status === 409) {
+      editorNote(el("span", {}, `Not saved: ${e.message} `,
+        el("button", { type: "button", class: "small", onclick: () => openMemory(m.id), text: "Load the version on disk" })), "conflict");
+    } else {
+      editorNote(`Not saved: ${e.message}`, "conflict");
+    }
+  } finally {
+    $("#ed-save").disabled = false;
+  }
+}
+
+async function archiveCurrent() {
+  const m = state.editing;
+  if (!m || !m.id) return;
+  if (!window.confirm(`Archive ${m.id}? It moves to the archive folder and stops being served; it can be restored.`)) return;
+  try {
+    await api("POST", `/api/memories/${encodeURIComponent(m.id)}/archive`, {});
+    state.editing = null;
+    $("#editor").hidden = true;
+    $("#editor-empty").hidden = false;
+    showBanner(`${m.id} archived`, "info");
+    loadMemories();
+  } catch (e) {
+    showBanner(`Archive failed: ${e.message}`);
+  }
+}
+
+function newMemory() {
+  location.hash = "#/memories";
+  fillEditor({ type: "context", importance: 0.5, tags: [], related: [] });
+  editorNote(null);
+  $("#ed-l0").focus();
+}
+
+/* ---------- live updates ---------- */
+
+let refreshTimer = null;
+
+function onChange(change) {
+  const touched = new Set([...(change.updated || []), ...(change.removed || [])]);
+  const m = state.editing;
+  if (m && m.id && (touched.has(m.id) || touched.has(m.path))) {
+    if (!state.dirty) {
+      openMemory(m.id).then(() => {
+        editorNote("Reloaded: the file changed on disk.");
+        $("#editor").classList.remove("flash");
+        void $("#editor").offsetWidth;
+        $("#editor").classList.add("flash");
+      });
+    } else {
+      editorNote(el("span", {}, "The file changed on disk while you were editing. Saving now will be refused. ",
+        el("button", { type: "button", class: "small", onclick: () => openMemory(m.id), text: "Load the version on disk" })), "conflict");
+    }
+  }
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(() => {
+    state.graph = null;
+    if (state.view === "memories") loadMemories();
+    if (state.view === "graph") loadGraph(true);
+    if (state.view === "governance") loadGovernance();
+    if (state.view === "health") loadHealth(); else loadHealthBadge();
+    if (state.view === "simulate" && state.lastSim) runSimulation();
+  }, 300);
+}
+
+async function listenForChanges() {
+  const indicator = $("#live-indicator");
+  for (;;) {
+    try {
+      const res = await fetch("/api/events", { headers: { Accept: "text/event-stream", ...authHeaders() } });
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      indicator.dataset.state = "on";
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          let event = "message";
+          const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) event = line.slice(6).trim();
+            else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+          }
+          if (event === "change" && data.length) onChange(JSON.parse(data.join("\n")));
+        }
+      }
+    } catch (e) {
+      indicator.dataset.state = "error";
+    }
+    indicator.dataset.state = "error";
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+/* ---------- start ---------- */
+
+function init() {
+  const params = new URLSearchParams(location.search);
+  if (params.get("token")) {
+    localStorage.setItem(TOKEN_KEY, params.get("token"));
+    history.replaceState(null, "", location.pathname + location.hash);
+  }
+  signalLegend();
+  $("#sim-form").addEventListener("submit", runSimulation);
+  $("#sim-budget").addEventListener("input", () => { $("#sim-budget").dataset.touched = "1"; });
+  $("#sim-show-rendered").addEventListener("click", toggleRendered);
+  $("#sim-copy-rendered").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("#sim-rendered").textContent));
+  for (const b of document.querySelectorAll("#graph-colour button")) b.addEventListener("click", () => setGraphColour(b.dataset.colour));
+  $("#graph-fit").addEventListener("click", () => state.cy && state.cy.fit());
+  $("#gov-refresh").addEventListener("click", loadGovernance);
+  $("#mem-filter").addEventListener("input", renderMemoryList);
+  $("#mem-type-filter").addEventListener("change", renderMemoryList);
+  $("#mem-new").addEventListener("click", newMemory);
+  $("#editor").addEventListener("submit", saveMemory);
+  $("#editor").addEventListener("input", () => { state.dirty = true; $("#ed-status").textContent = "unsaved changes"; });
+  $("#ed-revert").addEventListener("click", () => state.editing && openMemory(state.editing.id));
+  $("#ed-archive").addEventListener("click", archiveCurrent);
+  window.addEventListener("hashchange", route);
+  loadStatus().then(route);
+  loadHealthBadge();
+  api("GET", "/api/governance").then((d) => { $("#gov-count").textContent = (d.findings || []).length || ""; }).catch(() => {});
+  listenForChanges();
+}
+
+document.addEventListener("DOMContentLoaded", init);

@@ -1,0 +1,211 @@
+"""Leiden communities over the link graph, persisted in ``.ctxos/communities.json``.
+
+Why a separate module: community detection is the one graph computation that is
+too slow for the query path on a large workspace, so it runs after changes
+(debounced, by the daemon) and on a schedule, and the query path only reads the
+persisted map. The map is stored with a fingerprint of its input (nodes, edges,
+seed, resolution) so an unchanged graph is never recomputed.
+
+Determinism: nodes are sorted by id, edges are sorted, Leiden is seeded, and the
+communities are renumbered canonically (largest first, ties by smallest member
+id), so the same files always give the same numbers across runs and processes.
+
+The igraph graph is built directly from integer edge lists (converting from
+networkx costs more than Leiden itself at this size, see TRAY-NOTES).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .atomic import atomic_write_text
+from .workspace import state_dir
+
+COMMUNITIES_FILENAME = "communities.json"
+FORMAT_VERSION = 1
+
+# An edge is (source_id, target_id) or (source_id, target_id, weight).
+Edge = tuple[str, str] | tuple[str, str, float]
+
+
+@dataclass
+class CommunityMap:
+    """Community number per memory id, plus what it was computed from."""
+
+    fingerprint: str
+    seed: int
+    resolution: float
+    communities: dict[str, int] = field(default_factory=dict)
+    sizes: list[int] = field(default_factory=list)   # sizes[c] = members of community c
+    modularity: float = 0.0
+    node_count: int = 0
+    edge_count: int = 0
+    computed_at: str = ""
+    elapsed_ms: float = 0.0
+
+    def community_of(self) -> Mapping[str, int]:
+        """The mapping the scorer takes (``community_of`` in query/signals)."""
+        return self.communities
+
+    def members(self, community: int) -> list[str]:
+        return sorted(i for i, c in self.communities.items() if c == community)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            "fingerprint": self.fingerprint,
+            "seed": self.seed,
+            "resolution": self.resolution,
+            "modularity": round(self.modularity, 6),
+            "node_count": self.node_count,
+            "edge_count": self.edge_count,
+            "computed_at": self.computed_at,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "sizes": list(self.sizes),
+            "communities": dict(sorted(self.communities.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CommunityMap":
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"unsupported communities format {data.get('version')!r}")
+        communities = {str(k): int(v) for k, v in dict(data.get("communities") or {}).items()}
+        return cls(
+            fingerprint=str(data["fingerprint"]),
+            seed=int(data.get("seed", 0)),
+            resolution=float(data.get("resolution", 1.0)),
+            communities=communities,
+            sizes=[int(s) for s in data.get("sizes") or []],
+            modularity=float(data.get("modularity", 0.0)),
+            node_count=int(data.get("node_count", len(communities))),
+            edge_count=int(data.get("edge_count", 0)),
+            computed_at=str(data.get("computed_at", "")),
+            elapsed_ms=float(data.get("elapsed_ms", 0.0)),
+        )
+
+
+def communities_path(root: Path) -> Path:
+    return state_dir(Path(root)) / COMMUNITIES_FILENAME
+
+
+def canonical_edges(node_ids: Iterable[str], edges: Iterable[Edge]) -> tuple[list[str], list[tuple[str, str, float]]]:
+    """Sorted node ids and sorted undirected edges (a < b), deduplicated, keeping the largest weight.
+
+    Edges to ids that are not nodes (dangling links) and self-loops are dropped:
+    they say nothing about which memories belong together.
+    """
+    nodes = sorted(set(node_ids))
+    known = set(nodes)
+    best: dict[tuple[str, str], float] = {}
+    for edge in edges:
+        a, b = edge[0], edge[1]
+        weight = float(edge[2]) if len(edge) > 2 else 1.0  # type: ignore[misc]
+        if a == b or a not in known or b not in known or weight <= 0:
+            continue
+        key = (a, b) if a < b else (b, a)
+        if weight > best.get(key, 0.0):
+            best[key] = weight
+    return nodes, [(a, b, w) for (a, b), w in sorted(best.items())]
+
+
+def graph_fingerprint(nodes: Sequence[str], edges: Sequence[tuple[str, str, float]],
+                      seed: int, resolution: float) -> str:
+    """Hash of the canonical input: equal fingerprints mean Leiden would give the same answer."""
+    digest = hashlib.sha256()
+    digest.update(f"v{FORMAT_VERSION}|seed={seed}|res={resolution!r}\n".encode())
+    for node in nodes:
+        digest.update(node.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    digest.update(b"\n")
+    for a, b, w in edges:
+        digest.update(f"{a}\0{b}\0{w:.6g}\n".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, float]],
+                       seed: int = 42, resolution: float = 1.0) -> tuple[dict[str, int], list[int], float]:
+    """Run seeded Leiden on canonical input; return (community per id, sizes, modularity).
+
+    ``resolution`` 1.0 is plain modularity; other values use the RB configuration
+    model (higher gives smaller communities).
+    """
+    import igraph as ig  # imported here: the query path never needs it
+    import leidenalg
+
+    if not nodes:
+        return {}, [], 0.0
+    position = {node: i for i, node in enumerate(nodes)}
+    graph = ig.Graph(n=len(nodes), edges=[(position[a], position[b]) for a, b, _ in edges], directed=False)
+    weights = [w for _, _, w in edges]
+    if edges:
+        graph.es["weight"] = weights
+    if resolution == 1.0:
+        partition = leidenalg.find_partition(
+            graph, leidenalg.ModularityVertexPartition,
+            weights="weight" if edges else None, n_iterations=-1, seed=seed)
+    else:
+        partition = leidenalg.find_partition(
+            graph, leidenalg.RBConfigurationVertexPartition,
+            weights="weight" if edges else None, resolution_parameter=resolution,
+            n_iterations=-1, seed=seed)
+    groups = [sorted(nodes[v] for v in members) for members in partition]
+    groups = [g for g in groups if g]
+    groups.sort(key=lambda g: (-len(g), g[0]))
+    mapping = {node: number for number, group in enumerate(groups) for node in group}
+    modularity = graph.modularity([mapping[n] for n in nodes], weights="weight" if edges else None) if edges else 0.0
+    return mapping, [len(g) for g in groups], float(modularity)
+
+
+def load_communities(root: Path) -> CommunityMap | None:
+    """The persisted map, or None when missing or unreadable (it is a cache: recompute)."""
+    path = communities_path(root)
+    try:
+        return CommunityMap.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_communities(root: Path, cmap: CommunityMap) -> None:
+    atomic_write_text(communities_path(root), json.dumps(cmap.to_dict(), indent=1, sort_keys=False) + "\n")
+
+
+def _run(nodes: list[str], canon: list[tuple[str, str, float]], fingerprint: str,
+         seed: int, resolution: float) -> CommunityMap:
+    started = time.perf_counter()
+    mapping, sizes, modularity = detect_communities(nodes, canon, seed=seed, resolution=resolution)
+    return CommunityMap(
+        fingerprint=fingerprint, seed=seed, resolution=resolution, communities=mapping, sizes=sizes,
+        modularity=modularity, node_count=len(nodes), edge_count=len(canon),
+        computed_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        elapsed_ms=(time.perf_counter() - started) * 1000.0,
+    )
+
+
+def compute_communities(node_ids: Iterable[str], edges: Iterable[Edge], *, seed: int = 42,
+                        resolution: float = 1.0) -> CommunityMap:
+    """Compute a fresh map (no I/O)."""
+    nodes, canon = canonical_edges(node_ids, edges)
+    return _run(nodes, canon, graph_fingerprint(nodes, canon, seed, resolution), seed, resolution)
+
+
+def ensure_communities(root: Path, node_ids: Iterable[str], edges: Iterable[Edge], *, seed: int = 42,
+                       resolution: float = 1.0, force: bool = False) -> tuple[CommunityMap, bool]:
+    """Return the map for this graph, recomputing (and saving) only if the input changed.
+
+    Returns ``(map, recomputed)``. With ``force`` the map is recomputed even when
+    the fingerprint matches.
+    """
+    nodes, canon = canonical_edges(node_ids, edges)
+    fingerprint = graph_fingerprint(nodes, canon, seed, resolution)
+    current = load_communities(root)
+    if current is not None and current.fingerprint == fingerprint and not force:
+        return current, False
+    cmap = _run(nodes, canon, fingerprint, seed, resolution)
+    save_communities(root, cmap)
+    return cmap, True

@@ -1,0 +1,440 @@
+"""Parse and write one memory file (markdown with YAML frontmatter).
+
+Parsing is strict about what would mislead the engine (a wrong type, an
+importance outside 0..1, a date that is not a date) and says why in a
+``MemoryFileError`` that names the problem, so the caller can list the file
+with its reason and keep serving every other file.
+
+Writing is conservative: an existing file is edited key by key inside its
+frontmatter, so unknown keys, comments, key order and the body stay
+byte-for-byte as the person wrote them.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+from .model import Memory
+from .ontology import MEMORY_TYPES
+
+L1_MARKER = "<!-- L1 -->"
+L2_MARKER = "<!-- L2 -->"
+_MARKER_RE = re.compile(r"^[ \t]*<!--\s*(L1|L2)\s*-->[ \t]*$", re.MULTILINE)
+_OPEN_RE = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
+_CLOSE_RE = re.compile(r"^---[ \t]*\r?$\n?", re.MULTILINE)
+_WIKILINK_RE = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_LIST_KEYS = ("tags", "related", "requires", "optional")
+_YAML = YAMLHandler()
+
+L0_MAX_CHARS = 200
+AUTO_L1_MAX_CHARS = 700
+
+
+class MemoryFileError(ValueError):
+    """The file cannot be used as a memory; ``str(err)`` is the reason for a person."""
+
+
+@dataclass
+class SplitFile:
+    """A file's text cut into frontmatter and body, with the exact offsets."""
+
+    has_frontmatter: bool
+    frontmatter_text: str   # the YAML between the fences ('' when none)
+    body: str               # everything after the closing fence
+    fm_start: int           # offset of the YAML text
+    fm_end: int             # offset just past the YAML text (start of the closing fence)
+
+
+def split_frontmatter(text: str) -> SplitFile:
+    """Split ``text`` at its ``---`` fences without touching a byte of either part."""
+    opening = _OPEN_RE.match(text)
+    if not opening:
+        return SplitFile(False, "", text, 0, 0)
+    start = opening.end()
+    close = _CLOSE_RE.search(text, start)
+    if close is None:
+        raise MemoryFileError("frontmatter starts with '---' but has no closing '---' line")
+    return SplitFile(True, text[start:close.start()], text[close.end():], start, close.start())
+
+
+def checksum_bytes(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def decode_memory_bytes(raw: bytes, max_bytes: int) -> str:
+    """Bytes to text, refusing what is not a text memory (with the reason)."""
+    if not raw.strip():
+        raise MemoryFileError("empty file")
+    if len(raw) > max_bytes:
+        raise MemoryFileError(
+            f"file is {len(raw):,} bytes, over the {max_bytes:,}-byte cap (limits.max_file_bytes in _config.yaml)"
+        )
+    if b"\x00" in raw:
+        raise MemoryFileError("binary content (contains NUL bytes), not a text memory")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryFileError(
+            f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}; save the file as UTF-8"
+        ) from None
+
+
+def parse_frontmatter_mapping(fm_text: str) -> dict[str, Any]:
+    """YAML to a mapping, with a reason for broken YAML or a non-mapping."""
+    if not fm_text.strip():
+        return {}
+    try:
+        loaded = _YAML.load(fm_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise MemoryFileError(f"broken YAML frontmatter{where}: {problem}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise MemoryFileError(
+            f"frontmatter must be a mapping of keys to values, got a {type(loaded).__name__}"
+        )
+    return {str(k): v for k, v in loaded.items()}
+
+
+def parse_memory(
+    raw: bytes,
+    *,
+    rel_path: str,
+    path: Path,
+    folder_type: str | None,
+    mtime: float,
+    max_bytes: int,
+) -> Memory:
+    """Parse raw file bytes into a ``Memory``; raise ``MemoryFileError`` with the reason."""
+    text = decode_memory_bytes(raw, max_bytes)
+    split = split_frontmatter(text)
+    meta = parse_frontmatter_mapping(split.frontmatter_text)
+    body = split.body
+    summary = _text_field(meta, "l0") or _summary_fallback(meta)
+    if not body.strip() and not summary:
+        raise MemoryFileError("no content: the body is empty and there is no l0, title or description")
+
+    kind = _memory_type(meta, folder_type)
+    l1, l2 = split_tiers(body)
+    title = first_heading(body)
+    l0 = summary or title or first_sentence(body)
+    memory_id = _id_field(meta, Path(rel_path).stem)
+    modified = _datetime_field(meta, "modified")
+    if modified is None:
+        modified = datetime.fromtimestamp(mtime, tz=timezone.utc).replace(tzinfo=None)
+    created_dt = _datetime_field(meta, "created")
+    return Memory(
+        id=memory_id,
+        type=kind,
+        rel_path=rel_path,
+        path=path,
+        l0=_one_line(l0),
+        l1=l1,
+        l2=l2,
+        importance=_importance(meta),
+        tags=_list_field(meta, "tags"),
+        related=_list_field(meta, "related"),
+        requires=_list_field(meta, "requires"),
+        optional=_list_field(meta, "optional"),
+        wikilinks=extract_wikilinks(body),
+        created=created_dt.date() if created_dt else None,
+        modified=modified,
+        version=_version(meta),
+        always_load=_bool_field(meta, "always_load"),
+        protected=_bool_field(meta, "protected"),
+        title=title,
+        checksum=checksum_bytes(raw),
+        mtime=mtime,
+        size=len(raw),
+        metadata=meta,
+    )
+
+
+# --- tiers and text helpers -------------------------------------------------
+
+def split_tiers(body: str) -> tuple[str, str]:
+    """Return (l1, l2).
+
+    With markers: text before the first marker and the ``<!-- L1 -->`` section
+    form L1; the ``<!-- L2 -->`` section is L2. Without markers the first
+    paragraph (with its heading) is L1 and the rest is L2, so L2 rendering
+    (L1 then L2) is always the whole body.
+    """
+    parts = _MARKER_RE.split(body)
+    if len(parts) == 1:
+        return _auto_split(body)
+    l1_chunks = [parts[0]]
+    l2_chunks: list[str] = []
+    for marker, chunk in zip(parts[1::2], parts[2::2]):
+        (l1_chunks if marker == "L1" else l2_chunks).append(chunk)
+    l1 = "\n\n".join(c.strip() for c in l1_chunks if c.strip())
+    l2 = "\n\n".join(c.strip() for c in l2_chunks if c.strip())
+    return l1, l2
+
+
+def _auto_split(body: str) -> tuple[str, str]:
+    text = body.strip()
+    if not text:
+        return "", ""
+    blocks = re.split(r"\n[ \t]*\n", text)
+    head: list[str] = []
+    for index, block in enumerate(blocks):
+        head.append(block)
+        is_heading_only = all(_HEADING_RE.match(line) for line in block.strip().splitlines() if line.strip())
+        if not is_heading_only:
+            rest = "\n\n".join(blocks[index + 1:])
+            l1 = "\n\n".join(head).strip()
+            if len(l1) > AUTO_L1_MAX_CHARS:
+                return _cut_at_sentence(l1, AUTO_L1_MAX_CHARS), text
+            return l1, rest.strip()
+    return "\n\n".join(head).strip(), ""
+
+
+def _cut_at_sentence(text: str, limit: int) -> str:
+    cut = text[:limit]
+    end = max(cut.rfind(". "), cut.rfind(".\n"))
+    return (cut[: end + 1] if end > limit // 3 else cut.rstrip()) + " …"
+
+
+def first_heading(body: str) -> str:
+    match = _HEADING_RE.search(body)
+    return match.group(1).strip() if match else ""
+
+
+def first_sentence(body: str) -> str:
+    for line in body.splitlines():
+        stripped = line.strip().lstrip("#>-*").strip()
+        if stripped and not stripped.startswith("<!--"):
+            match = re.match(r"(.+?[.!?])(\s|$)", stripped)
+            return match.group(1) if match else stripped
+    return ""
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= L0_MAX_CHARS else line[: L0_MAX_CHARS - 1].rstrip() + "…"
+
+
+def extract_wikilinks(body: str) -> list[str]:
+    """``[[target]]`` targets in order, without ``#anchor``/``^block`` suffixes or folder paths.
+
+    ``[[a|b]]`` is kept as ``a|b``: Obsidian puts the note first, Dendron the
+    alias first, so the link resolver tries both sides.
+    """
+    found: dict[str, None] = {}
+    for match in _WIKILINK_RE.finditer(body):
+        sides = [_clean_link_side(side) for side in match.group(1).split("|", 1)]
+        target = "|".join(side for side in sides if side)
+        if target:
+            found.setdefault(target, None)
+    return list(found)
+
+
+def _clean_link_side(side: str) -> str:
+    side = side.split("#", 1)[0].split("^", 1)[0].strip()
+    if side.lower().endswith(".md"):
+        side = side[:-3]
+    return side.rsplit("/", 1)[-1].strip()
+
+
+# --- field validation -------------------------------------------------------
+
+def _memory_type(meta: dict[str, Any], folder_type: str | None) -> str:
+    value = meta.get("type")
+    if value is None:
+        return folder_type or "resource"
+    if not isinstance(value, str):
+        raise MemoryFileError(f"type must be a word, got {value!r}")
+    kind = value.strip().lower()
+    if kind not in MEMORY_TYPES:
+        raise MemoryFileError(f"unknown type {value!r}; expected one of: {', '.join(MEMORY_TYPES)}")
+    return kind
+
+
+def _summary_fallback(meta: dict[str, Any]) -> str:
+    """Vault tools keep a summary under other names (Dendron ``desc``, Obsidian/Jekyll ``title``)."""
+    for key in ("description", "desc", "title"):
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def _id_field(meta: dict[str, Any], default: str) -> str:
+    value = meta.get("id")
+    if value is None:
+        return default
+    if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+        return str(value).strip()
+    raise MemoryFileError(f"id must be a non-empty string, got {value!r}")
+
+
+def _text_field(meta: dict[str, Any], key: str) -> str:
+    value = meta.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value).strip()
+    raise MemoryFileError(f"{key} must be text, got {type(value).__name__}")
+
+
+def _importance(meta: dict[str, Any]) -> float:
+    value = meta.get("importance")
+    if value is None:
+        return 0.5
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MemoryFileError(f"importance must be a number from 0.0 to 1.0, got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise MemoryFileError(f"importance {value} is outside 0.0-1.0")
+    return float(value)
+
+
+def _version(meta: dict[str, Any]) -> int:
+    value = meta.get("version")
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MemoryFileError(f"version must be a whole number, got {value!r}")
+    return value
+
+
+def _bool_field(meta: dict[str, Any], key: str) -> bool:
+    value = meta.get(key)
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    raise MemoryFileError(f"{key} must be true or false, got {value!r}")
+
+
+def _list_field(meta: dict[str, Any], key: str) -> list[str]:
+    value = meta.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+    elif isinstance(value, list):
+        items = []
+        for item in value:
+            if isinstance(item, (dict, list)) or item is None:
+                raise MemoryFileError(f"{key} must be a list of words, got an item {item!r}")
+            items.append(str(item).strip())
+    else:
+        raise MemoryFileError(f"{key} must be a list, got {value!r}")
+    cleaned = [_strip_wikilink(item) for item in items if item]
+    return list(dict.fromkeys(item for item in cleaned if item))
+
+
+def _strip_wikilink(item: str) -> str:
+    match = _WIKILINK_RE.fullmatch(item)
+    return _clean_link_side(match.group(1).split("|", 1)[0]) if match else item
+
+
+def _datetime_field(meta: dict[str, Any], key: str) -> datetime | None:
+    """Dates as YAML dates/datetimes, ISO strings, or epoch seconds/milliseconds (Dendron)."""
+    value = meta.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000.0 if value > 1e11 else float(value)
+        try:
+            return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(tzinfo=None)
+        except (OverflowError, OSError, ValueError):
+            raise MemoryFileError(f"{key}: {value!r} is not a valid date") from None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise MemoryFileError(f"{key}: {value!r} is not a date (use YYYY-MM-DD)") from None
+        return parsed.astimezone(timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+    raise MemoryFileError(f"{key}: {value!r} is not a date (use YYYY-MM-DD)")
+
+
+# --- writing ----------------------------------------------------------------
+
+def format_yaml_value(value: Any) -> str:
+    """One YAML scalar or flow sequence, as a person would write it on one line."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_yaml_value(v) for v in value) + "]"
+    if isinstance(value, datetime):
+        return value.replace(microsecond=0).isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    dumped = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
+    return dumped.strip().removesuffix("...").strip()
+
+
+def _is_continuation(line: str) -> bool:
+    """A line that belongs to the previous key's multi-line value (indented, a list item, blank)."""
+    stripped = line.strip()
+    return not stripped or line[0] in " \t" or stripped == "-" or line.startswith("- ")
+
+
+def render_new_file(fields: dict[str, Any], body: str) -> str:
+    """A new memory file: every field on its own line, then the body."""
+    lines = ["---"]
+    for key, value in fields.items():
+        if value is None:
+            continue
+        lines.append(f"{key}: {format_yaml_value(value)}")
+    lines.append("---")
+    text = "\n".join(lines) + "\n" + body
+    return text if text.endswith("\n") else text + "\n"
+
+
+def update_frontmatter(text: str, changes: dict[str, Any], body: str | None = None) -> str:
+    """Return ``text`` with ``changes`` applied to its frontmatter, other bytes untouched.
+
+    A key on a single line (``key: value``) is rewritten in place; a key whose
+    value spans several lines is replaced with its new one-line form; a
+    missing key is added before the closing fence. ``body`` replaces the body
+    when given. A file without frontmatter gains one.
+    """
+    split = split_frontmatter(text)
+    new_body = split.body if body is None else body
+    if not split.has_frontmatter:
+        return render_new_file(changes, new_body)
+    fm_lines = split.frontmatter_text.splitlines(keepends=True)
+    newline = "\r\n" if fm_lines and fm_lines[0].endswith("\r\n") else "\n"
+    pending = dict(changes)
+    output: list[str] = []
+    index = 0
+    while index < len(fm_lines):
+        line = fm_lines[index]
+        key_match = re.match(r"^([A-Za-z_][\w-]*)[ \t]*:", line)
+        key = key_match.group(1) if key_match else None
+        if key in pending:
+            value = pending.pop(key)
+            index += 1
+            # skip continuation lines of a multi-line value
+            while index < len(fm_lines) and _is_continuation(fm_lines[index]):
+                index += 1
+            if value is not None:
+                output.append(f"{key}: {format_yaml_value(value)}{newline}")
+            continue
+        output.append(line)
+        index += 1
+    if output and not output[-1].endswith(("\n", "\r")):
+        output[-1] += newline
+    for key, value in pending.items():
+        if value is not None:
+            output.append(f"{key}: {format_yaml_value(value)}{newline}")
+    new_fm = "".join(output)
+    closing_and_rest = text[split.fm_end:]
+    closing = closing_and_rest[: len(closing_and_rest) - len(split.body)]
+    return text[: split.fm_start] + new_fm + closing + new_body

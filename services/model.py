@@ -1,0 +1,162 @@
+"""The data shapes every part of the engine shares.
+
+Kept free of I/O so the daemon, the MCP server, the web view and the
+benchmarks can pass these around (and serialise them with ``to_dict``)
+without pulling in the index or the file parser.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+TIERS: tuple[str, ...] = ("L0", "L1", "L2")
+SIGNALS: tuple[str, ...] = ("semantic", "bm25", "graph", "recency", "importance", "frequency")
+
+
+@dataclass
+class Memory:
+    """One valid memory file, parsed.
+
+    ``l1`` is the paragraph tier (text before the first marker plus the
+    ``<!-- L1 -->`` section); ``l2`` is the ``<!-- L2 -->`` section. Rendering
+    a memory at L2 gives everything (L1 then L2), see ``tier_text``.
+    """
+
+    id: str
+    type: str
+    rel_path: str                     # POSIX path relative to the workspace root
+    path: Path                        # absolute path
+    l0: str
+    l1: str
+    l2: str
+    importance: float = 0.5
+    tags: list[str] = field(default_factory=list)
+    related: list[str] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    optional: list[str] = field(default_factory=list)
+    wikilinks: list[str] = field(default_factory=list)
+    created: date | None = None
+    modified: datetime | None = None  # naive UTC; default: file mtime
+    version: int = 1
+    always_load: bool = False
+    protected: bool = False
+    title: str = ""                   # first heading, if any (used by get_skill)
+    checksum: str = ""                # sha256 hex of the raw file bytes
+    mtime: float = 0.0
+    size: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)  # frontmatter as written
+
+    @property
+    def links(self) -> list[str]:
+        """All explicit outgoing links: related, requires, optional, wikilinks (deduplicated, in order)."""
+        seen: dict[str, None] = {}
+        for target in (*self.related, *self.requires, *self.optional, *self.wikilinks):
+            if target and target != self.id:
+                seen.setdefault(target, None)
+        return list(seen)
+
+    def tier_text(self, tier: str) -> str:
+        """Text of the memory at a tier: L0 the line, L1 the paragraph, L2 everything."""
+        if tier == "L0":
+            return self.l0
+        if tier == "L1":
+            return self.l1 or self.l0
+        if tier == "L2":
+            parts = [p for p in (self.l1, self.l2) if p]
+            return "\n\n".join(parts) if parts else self.l0
+        raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+
+    def to_dict(self, include_text: bool = True) -> dict[str, Any]:
+        """JSON-safe view (dates as ISO strings)."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "path": self.rel_path,
+            "l0": self.l0,
+            "importance": self.importance,
+            "tags": list(self.tags),
+            "related": list(self.related),
+            "requires": list(self.requires),
+            "optional": list(self.optional),
+            "wikilinks": list(self.wikilinks),
+            "created": self.created.isoformat() if self.created else None,
+            "modified": self.modified.isoformat() if self.modified else None,
+            "version": self.version,
+            "always_load": self.always_load,
+            "protected": self.protected,
+            "title": self.title,
+            "checksum": self.checksum,
+        }
+        if include_text:
+            data["l1"] = self.l1
+            data["l2"] = self.l2
+        return data
+
+
+@dataclass(frozen=True)
+class InvalidFile:
+    """A file that was skipped, with the reason a person can act on."""
+
+    rel_path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.rel_path, "reason": self.reason}
+
+
+@dataclass
+class SelectedMemory:
+    """One memory chosen by a context query, with why it was chosen."""
+
+    id: str
+    type: str
+    path: str
+    tier: str                          # "L0" | "L1" | "L2"
+    tokens: int                        # tokens of its rendered block
+    score: float                       # composite score, 0..1
+    signals: dict[str, float]          # raw signal values, each 0..1
+    shares: dict[str, float]           # weight * signal, summing to score
+    reason: str = ""                   # e.g. "always_load", "rule", "scored"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "type": self.type, "path": self.path, "tier": self.tier,
+            "tokens": self.tokens, "score": round(self.score, 6),
+            "signals": {k: round(v, 6) for k, v in self.signals.items()},
+            "shares": {k: round(v, 6) for k, v in self.shares.items()},
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class ContextResult:
+    """What ``execute_context_query`` returns: the selection and the rendered text."""
+
+    query: str
+    intent: str
+    expanded_query: list[str]
+    budget_tokens: int
+    tokens_used: int
+    selected: list[SelectedMemory]
+    catalog_ids: list[str]            # memories listed only by their L0 line
+    catalog_omitted: int              # catalog entries left out for budget
+    rendered: str
+    weights: dict[str, float] = field(default_factory=dict)
+    elapsed_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "intent": self.intent,
+            "expanded_query": list(self.expanded_query),
+            "budget_tokens": self.budget_tokens,
+            "tokens_used": self.tokens_used,
+            "selected": [s.to_dict() for s in self.selected],
+            "catalog_ids": list(self.catalog_ids),
+            "catalog_omitted": self.catalog_omitted,
+            "weights": dict(self.weights),
+            "rendered": self.rendered,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }

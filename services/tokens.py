@@ -1,0 +1,165 @@
+"""Token counting: a pluggable ``TokenCounter`` and a fast calibrated default.
+
+The budget promise ("the rendered text never exceeds the budget") is made
+under whichever counter is in use, so every part of the query path counts with
+the same object. The default is a pure-Python heuristic that mimics a GPT-style
+BPE pre-tokenizer (words with their leading space, digit groups of up to three,
+punctuation runs, newlines) and charges long or non-ASCII words by length. Its
+constants were fitted against the ``cl100k_base`` BPE vocabulary shipped by the
+``bpe-openai`` package on the shared corpora; ``docs/tokens.md`` has the numbers
+and ``tests/test_tokens.py`` re-checks them when that package is installed.
+
+A real BPE counter can be chosen with ``tokens.counter: bpe:cl100k_base`` in
+``_config.yaml`` when ``bpe-openai`` is installed (optional extra ``bpe``); it is
+exact but slower and needs the 75 MB package, which is why it is not the default.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything that can count the tokens of a string.
+
+    ``name`` is shown in ``simulate`` output and docs so a reader knows which
+    counter a budget was enforced with.
+    """
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+# One regex alternative per piece kind, in the spirit of the cl100k pre-tokenizer:
+#   1. contractions ('s 't 're ...)
+#   2. a letter run with an optional leading non-letter/non-digit char (usually the space)
+#   3. digit groups of up to three
+#   4. a punctuation run with an optional leading space (trailing newlines folded in)
+#   5. whitespace ending in newlines, other whitespace
+_PIECE_RE = re.compile(
+    r"'(?:[sdmt]|ll|ve|re)"
+    r"|[^\r\n\w]?[^\W\d_]+"
+    r"|\d{1,3}"
+    r"| ?[^\s\w]+[\r\n]*"
+    r"|\s*[\r\n]+"
+    r"|\s+",
+    re.IGNORECASE,
+)
+
+# Expected BPE tokens of one piece by its letter count (index = length - 1), fitted
+# on 300 files of each shared corpus against cl100k_base (docs/tokens.md).
+# "space": " word" (the common case; most English words are one token even when
+# long); "bare": a word at line start or after punctuation; "lead": a word glued to
+# one leading symbol such as "(word" or "/path"; "punct": a run of symbols.
+_SPACE_WORD = (1.0, 1.0, 1.01, 1.01, 1.02, 1.05, 1.11, 1.17, 1.15, 1.16, 1.24, 1.37, 1.24, 1.59, 2.09)
+_BARE_WORD = (1.0, 1.03, 1.1, 1.17, 1.13, 1.36, 1.69, 1.6, 1.66, 1.86, 2.36, 2.19, 1.96, 3.66, 3.8)
+_LEAD_WORD = (1.0, 1.04, 1.09, 1.24, 1.51, 1.49, 1.65, 2.58, 2.1, 2.15, 2.93, 2.59, 2.76, 3.24, 3.53)
+_PUNCT_RUN = (1.0, 1.05, 1.38, 1.85, 3.14, 2.91, 3.62, 2.02)
+_LONG_WORD_CHARS_PER_TOKEN = 3.7   # beyond the tables: identifiers, URLs, hashes
+_LONG_PUNCT_TOKENS = 2.5           # "-----" rulers and the like compress well
+_NON_ASCII_CHARS_PER_TOKEN = 2.0   # accented / non-Latin words
+
+
+def _table_cost(table: tuple[float, ...], length: int) -> float:
+    if length <= len(table):
+        return table[length - 1]
+    return length / _LONG_WORD_CHARS_PER_TOKEN
+
+
+@lru_cache(maxsize=65536)
+def _word_cost(piece: str) -> float:
+    """Expected tokens for one letter piece (its leading space or symbol included)."""
+    word = piece.lstrip()
+    if not word.isascii():
+        return max(1.0, len(word) / _NON_ASCII_CHARS_PER_TOKEN)
+    if piece[0] == " ":
+        return _table_cost(_SPACE_WORD, len(word))
+    if word[0].isalpha():
+        return _table_cost(_BARE_WORD, len(word))
+    return _table_cost(_LEAD_WORD, len(word))
+
+
+def _punct_cost(run_length: int) -> float:
+    if run_length <= len(_PUNCT_RUN):
+        return _PUNCT_RUN[max(run_length, 1) - 1]
+    return _LONG_PUNCT_TOKENS
+
+
+class HeuristicCounter:
+    """The default counter: regex pre-tokenizer plus length-based costs; no data files.
+
+    Cheap enough to count every tier of every candidate at query time (the
+    engine also caches counts per file checksum).
+    """
+
+    name = "heuristic"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        total = 0.0
+        for piece in _PIECE_RE.findall(text):
+            first = piece[0]
+            if first.isalpha() or (len(piece) > 1 and piece[-1].isalpha()):
+                total += _word_cost(piece)
+            elif first.isdigit() or first == "'" or piece.isspace():
+                total += 1.0
+            else:
+                total += _punct_cost(len(piece.strip()))
+        return math.ceil(total)
+
+
+class BpeCounter:
+    """Exact counts from a real BPE vocabulary shipped by the ``bpe-openai`` package.
+
+    Used as the reference in tests and benchmarks, or as the counter when the
+    config asks for ``bpe:<encoding>``. Raises ``ImportError`` when the package
+    is missing so the caller can say so.
+    """
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        import bpe_openai  # optional dependency (extra "bpe")
+
+        self._encoding = bpe_openai.get_encoding(encoding)
+        self.name = f"bpe:{encoding}"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._encoding.encode(text))
+
+
+_DEFAULT = HeuristicCounter()
+
+
+def default_counter() -> TokenCounter:
+    """The counter used when the config names none (the calibrated heuristic)."""
+    return _DEFAULT
+
+
+def get_counter(name: str | None) -> TokenCounter:
+    """Counter for a config value: ``heuristic`` (default) or ``bpe:<encoding>``.
+
+    An unknown name or a missing ``bpe-openai`` raises ``ValueError`` with the
+    reason, so a typo in ``_config.yaml`` is reported instead of silently ignored.
+    """
+    if not name or name == "heuristic":
+        return _DEFAULT
+    if name.startswith("bpe:") or name == "bpe":
+        encoding = name.split(":", 1)[1] if ":" in name else "cl100k_base"
+        try:
+            return BpeCounter(encoding)
+        except ImportError as exc:
+            raise ValueError(f"tokens.counter {name!r} needs the 'bpe-openai' package ({exc})") from exc
+        except Exception as exc:  # unknown encoding name inside bpe_openai
+            raise ValueError(f"tokens.counter {name!r}: {exc}") from exc
+    raise ValueError(f"unknown tokens.counter {name!r}; expected 'heuristic' or 'bpe:<encoding>'")
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` under the default counter."""
+    return _DEFAULT.count(text)

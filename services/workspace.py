@@ -1,0 +1,207 @@
+"""The workspace on disk: creating it, finding its memory files, loading one.
+
+Which files are memories is decided here and only here, so the scanner, the
+watcher and the writers agree: every ``.md`` file below the root except the
+staging and read-only folders (``inbox/``, ``sources/``), the archive, hidden
+folders (``.ctxos/``, ``.git/`` ...) and the router files the daemon generates.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+from .atomic import atomic_write_text
+from .config import CONFIG_FILENAME, Config, default_config_text
+from .memory_file import MemoryFileError, parse_memory
+from .model import InvalidFile, Memory
+from .ontology import (ALL_FOLDERS, ARCHIVE_FOLDER, SOURCES_FOLDER, STAGING_FOLDER,
+                       STATE_FOLDER, type_for_folder)
+
+MEMORY_SUFFIXES = (".md", ".markdown")
+# Generated at the workspace root by the router; never read back as memories.
+GENERATED_ROOT_FILES = frozenset({"claude.md", "CLAUDE.md", "AGENTS.md", "GEMINI.md"})
+NOT_SERVED_FOLDERS = frozenset({STAGING_FOLDER, SOURCES_FOLDER, ARCHIVE_FOLDER})
+SKIPPED_DIR_NAMES = frozenset({"node_modules", "__pycache__"})
+GITIGNORE_TEXT = "# AI Context OS derived state (safe to delete; rebuilt from the files)\n.ctxos/\n"
+
+
+def state_dir(root: Path) -> Path:
+    """Where derived state lives: ``<root>/.ctxos``, unless that cannot be written.
+
+    ``CTXOS_STATE_DIR`` overrides it. A read-only workspace (a mounted vault, a
+    shared corpus) keeps its cache under ``$XDG_CACHE_HOME/ctxos/<hash>`` so
+    it can still be indexed and queried without writing beside the files.
+    """
+    override = os.environ.get("CTXOS_STATE_DIR")
+    if override:
+        path = Path(override).expanduser()
+    else:
+        root = Path(root)
+        path = root / STATE_FOLDER
+        if not _writable(path if path.exists() else root):
+            cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+            path = cache / "ctxos" / digest
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+@dataclass
+class InitReport:
+    root: Path
+    created: list[str]
+    seeded_examples: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"workspace": str(self.root), "created": self.created, "seeded_examples": self.seeded_examples}
+
+
+def init_workspace(root: Path, seed_examples: bool = True) -> InitReport:
+    """Create folders, ``_config.yaml``, ``.gitignore`` and, on first run, example memories.
+
+    Idempotent: an existing file is never overwritten. Examples are seeded
+    only when the workspace has no memory file yet (its first run).
+    """
+    root = Path(root).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    created: list[str] = []
+    first_run = not any(True for _ in iter_memory_paths(root))
+    for folder in ALL_FOLDERS:
+        target = root / folder
+        if not target.exists():
+            target.mkdir(parents=True)
+            created.append(folder + "/")
+    for name, text in ((CONFIG_FILENAME, default_config_text()), (".gitignore", GITIGNORE_TEXT)):
+        if _create_if_missing(root / name, text):
+            created.append(name)
+    seeded = False
+    if seed_examples and first_run:
+        for rel_path, text in example_memories():
+            if _create_if_missing(root / rel_path, text):
+                created.append(rel_path)
+                seeded = True
+    return InitReport(root, created, seeded)
+
+
+def _create_if_missing(path: Path, text: str) -> bool:
+    if path.exists() or path.is_symlink():
+        return False
+    atomic_write_text(path, text)
+    return True
+
+
+def example_memories() -> list[tuple[str, str]]:
+    """(relative path, text) of the packaged examples; ``08-rules__x.md`` goes to ``08-rules/x.md``."""
+    folder = resources.files("ctxos.services").joinpath("examples")
+    items = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".md") and "__" in entry.name:
+            target_folder, filename = entry.name.split("__", 1)
+            items.append((f"{target_folder}/{filename}", entry.read_text(encoding="utf-8")))
+    return items
+
+
+def relative_path(root: Path, path: Path | str) -> str | None:
+    """POSIX path of ``path`` relative to ``root`` (lexically), or None when outside."""
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = Path(root) / candidate
+    try:
+        rel = Path(os.path.normpath(candidate)).relative_to(os.path.normpath(root))
+    except ValueError:
+        return None
+    text = rel.as_posix()
+    return None if text in ("", ".") else text
+
+
+def is_memory_path(rel_path: str) -> bool:
+    """Would a file at this workspace-relative path be a memory (if it parses)?"""
+    parts = PurePosixPath(rel_path).parts
+    if not parts or not parts[-1].lower().endswith(MEMORY_SUFFIXES):
+        return False
+    if len(parts) == 1 and parts[0] in GENERATED_ROOT_FILES:
+        return False
+    if parts[0] in NOT_SERVED_FOLDERS:
+        return False
+    return not any(part.startswith((".", "~")) or part in SKIPPED_DIR_NAMES for part in parts)
+
+
+def is_ignored_dir(rel_dir: str) -> bool:
+    """Folders the scanner never descends into (and the watcher may ignore)."""
+    parts = PurePosixPath(rel_dir).parts
+    if not parts:
+        return False
+    if parts[0] in NOT_SERVED_FOLDERS:
+        return True
+    return any(part.startswith(".") or part in SKIPPED_DIR_NAMES for part in parts)
+
+
+def iter_memory_paths(root: Path) -> Iterator[str]:
+    """Workspace-relative paths of every candidate memory file, sorted per folder.
+
+    Symlinked folders are not followed (so nothing is indexed twice and
+    nothing outside the workspace leaks in); symlinked files are yielded and
+    checked by ``load_memory``.
+    """
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = relative_path(root, dirpath) or ""
+        dirnames[:] = sorted(d for d in dirnames if not is_ignored_dir(f"{rel_dir}/{d}".lstrip("/")))
+        for name in sorted(filenames):
+            rel = f"{rel_dir}/{name}".lstrip("/")
+            if is_memory_path(rel):
+                yield rel
+
+
+def folder_type(rel_path: str) -> str | None:
+    parts = PurePosixPath(rel_path).parts
+    return type_for_folder(parts[0]) if len(parts) > 1 else None
+
+
+def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFile | None:
+    """Read and parse one file.
+
+    Returns the ``Memory``, an ``InvalidFile`` with the reason, or ``None``
+    when the file does not exist (deleted between listing and reading).
+    """
+    root = Path(root)
+    path = root / rel_path
+    try:
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root.resolve()):
+                return InvalidFile(rel_path, f"symlink points outside the workspace (to {target})")
+        stat = path.stat()
+        if not path.is_file():
+            return InvalidFile(rel_path, "not a regular file")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return InvalidFile(rel_path, f"cannot be read: {exc.strerror or exc}")
+    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    try:
+        return parse_memory(
+            raw, rel_path=rel_path, path=path, folder_type=folder_type(rel_path),
+            mtime=stat.st_mtime, max_bytes=max_bytes,
+        )
+    except MemoryFileError as exc:
+        return InvalidFile(rel_path, str(exc))
+
+
+def scan_workspace(root: Path, config: Config) -> list[Memory | InvalidFile]:
+    """Load every candidate file in sorted path order (deleted-while-listing files are dropped)."""
+    items: list[Memory | InvalidFile] = []
+    for rel_path in iter_memory_paths(root):
+        loaded = load_memory(root, rel_path, config)
+        if loaded is not None:
+            items.append(loaded)
+    return items

@@ -1,0 +1,57 @@
+"""Shared fixtures: temporary workspaces built from a dict of files."""
+from __future__ import annotations
+
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Create ``files`` (relative path -> text or bytes) under ``root``; text is dedented."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
+
+
+@pytest.fixture
+def make_workspace(tmp_path: Path):
+    """Factory: ``make_workspace({"08-rules/x.md": "..."}, init=True) -> Path``."""
+    counter = {"n": 0}
+
+    def factory(files: dict[str, str | bytes] | None = None, init: bool = True, examples: bool = False) -> Path:
+        counter["n"] += 1
+        root = tmp_path / f"ws{counter['n']}"
+        root.mkdir()
+        if init:
+            from ctxos.services.workspace import init_workspace
+            init_workspace(root, seed_examples=examples)
+        write_files(root, files or {})
+        return root
+
+    return factory
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Keep tests away from the real home, cache and runtime dirs."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    # Short path: Unix socket paths are limited to 104/108 bytes.
+    monkeypatch.setenv("CTXOS_RUNTIME_DIR", tempfile.mkdtemp(prefix="ctxrt-"))
+    monkeypatch.delenv("CTXOS_WORKSPACE", raising=False)
+    monkeypatch.delenv("CTXOS_STATE_DIR", raising=False)
+    yield
+
+
+def shared_data(name: str) -> Path:
+    path = SHARED_DATA / name
+    if not path.exists():
+        pytest.skip(f"shared data {path} is not present on this machine")
+    return path
