@@ -15,6 +15,8 @@ DEFAULT_WORKSPACE = Path("~/AI-Context-OS")
 
 COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.workspace_cmds",
+    "ctxos.client.commands.service_cmds",
+    "ctxos.client.commands.mcp_cmds",
 ]
 
 
@@ -67,7 +69,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head/less that exited early
         sys.stderr.close()
         return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -98,6 +98,9 @@ def parse_frontmatter_mapping(fm_text: str) -> dict[str, Any]:
         where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise MemoryFileError(f"broken YAML frontmatter{where}: {problem}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # PyYAML builds dates while parsing: "2026-13-45" fails here, not as a YAMLError.
+        raise MemoryFileError(f"frontmatter has a value YAML cannot build: {exc} (dates are YYYY-MM-DD)") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):

@@ -1,0 +1,228 @@
+"""The access log: which memories each context query loaded (SQLite, ``<state>/access.db``).
+
+It feeds the access-frequency signal (how often a memory was loaded lately)
+and the health view (coverage: share of memories loaded in the last 14 days;
+efficiency: tokens used per budget). Like the rest of ``.ctxos/`` it is a
+cache of behaviour, not of content: a damaged file is moved aside and a new
+one started, and the files are never at risk.
+
+Frequency counts are kept in memory (loaded at open, bumped on each record)
+so the query path never runs a GROUP BY; they are re-read from disk when the
+window has moved by more than ``REFRESH_S``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+log = logging.getLogger(__name__)
+
+DB_FILENAME = "access.db"
+REFRESH_S = 3600.0
+DAY_S = 86400.0
+# Catalog-only (L0) lines do not count as a load for the frequency signal: the
+# memory was listed, not read.
+COUNTED_TIERS = ("L1", "L2")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS queries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    query TEXT NOT NULL,
+    intent TEXT NOT NULL,
+    budget INTEGER NOT NULL,
+    tokens_used INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS loads (
+    query_id INTEGER NOT NULL REFERENCES queries(id) ON DELETE CASCADE,
+    memory_id TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS loads_ts ON loads(ts);
+CREATE INDEX IF NOT EXISTS loads_memory ON loads(memory_id, ts);
+CREATE INDEX IF NOT EXISTS queries_ts ON queries(ts);
+"""
+
+
+@dataclass
+class QueryRecord:
+    id: int
+    ts: float
+    query: str
+    intent: str
+    budget: int
+    tokens_used: int
+
+
+class AccessLog:
+    """Append-only log of context queries and the memories they loaded."""
+
+    def __init__(self, state_dir: Path, window_days: float = 30.0) -> None:
+        self.path = Path(state_dir) / DB_FILENAME
+        self.window_days = float(window_days)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._counts: Counter[str] = Counter()
+        self._counts_at = 0.0
+        self.recovered: str | None = None
+
+    # --- connection -----------------------------------------------------------------
+    def open(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            try:
+                self._conn = self._connect()
+            except sqlite3.DatabaseError as exc:
+                # A damaged cache: keep it for inspection, start a fresh one.
+                aside = self.path.with_name(f"{DB_FILENAME}.corrupt-{int(time.time())}")
+                log.warning("access log %s unreadable (%s); moved to %s", self.path, exc, aside.name)
+                try:
+                    self.path.rename(aside)
+                except OSError:
+                    self.path.unlink(missing_ok=True)
+                self.recovered = f"access log unreadable ({exc}); started a new one"
+                self._conn = self._connect()
+            self._reload_counts_locked()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=5.0, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.execute("SELECT COUNT(*) FROM queries").fetchone()
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.open()
+        assert self._conn is not None
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # --- writing --------------------------------------------------------------------
+    def record(self, query: str, intent: str, budget: int, tokens_used: int,
+               loads: Iterable[tuple[str, str]], ts: float | None = None) -> int:
+        """Log one query and the (memory_id, tier) pairs it loaded; return the query id."""
+        ts = time.time() if ts is None else float(ts)
+        loads = list(loads)
+        conn = self.conn
+        with self._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO queries(ts, query, intent, budget, tokens_used) VALUES (?, ?, ?, ?, ?)",
+                    (ts, query, intent, int(budget), int(tokens_used)))
+                query_id = int(cursor.lastrowid)
+                conn.executemany("INSERT INTO loads(query_id, memory_id, tier, ts) VALUES (?, ?, ?, ?)",
+                                 [(query_id, mid, tier, ts) for mid, tier in loads])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            for mid, tier in loads:
+                if tier in COUNTED_TIERS:
+                    self._counts[mid] += 1
+        return query_id
+
+    def forget_memory(self, memory_id: str) -> None:
+        """Drop a memory's loads (e.g. after it is deleted for good)."""
+        with self._lock:
+            self.conn.execute("DELETE FROM loads WHERE memory_id = ?", (memory_id,))
+            self._counts.pop(memory_id, None)
+
+    # --- frequency signal ---------------------------------------------------------------
+    def _reload_counts_locked(self) -> None:
+        since = time.time() - self.window_days * DAY_S
+        rows = self._conn.execute(
+            "SELECT memory_id, COUNT(*) FROM loads WHERE ts >= ? AND tier IN (?, ?) GROUP BY memory_id",
+            (since, *COUNTED_TIERS)).fetchall() if self._conn else []
+        self._counts = Counter({mid: int(n) for mid, n in rows})
+        self._counts_at = time.time()
+
+    def frequency_counts(self) -> Counter[str]:
+        """Loads (L1/L2) per memory in the frequency window (cached, refreshed hourly)."""
+        self.conn
+        if time.time() - self._counts_at > REFRESH_S:
+            with self._lock:
+                self._reload_counts_locked()
+        return self._counts
+
+    def frequency_scores(self, memory_ids: Iterable[str]) -> dict[str, float]:
+        """The access-frequency signal, 0..1: log-scaled loads relative to the most-loaded memory."""
+        counts = self.frequency_counts()
+        top = max(counts.values(), default=0)
+        if top <= 0:
+            return {mid: 0.0 for mid in memory_ids}
+        scale = math.log1p(top)
+        return {mid: math.log1p(counts.get(mid, 0)) / scale for mid in memory_ids}
+
+    def counts_in_window(self, days: float, tiers: Iterable[str] = COUNTED_TIERS) -> Counter[str]:
+        """Loads per memory in the last ``days`` days (straight from the database)."""
+        tiers = tuple(tiers)
+        since = time.time() - days * DAY_S
+        marks = ",".join("?" * len(tiers))
+        with self._lock:
+            rows = self.conn.execute(
+                f"SELECT memory_id, COUNT(*) FROM loads WHERE ts >= ? AND tier IN ({marks}) GROUP BY memory_id",
+                (since, *tiers)).fetchall()
+        return Counter({mid: int(n) for mid, n in rows})
+
+    # --- health ---------------------------------------------------------------------
+    def loaded_ids(self, days: float = 14.0) -> set[str]:
+        """Ids loaded (L1 or L2) in the last ``days`` days."""
+        return set(self.counts_in_window(days))
+
+    def coverage(self, memory_ids: Iterable[str], days: float = 14.0) -> float:
+        """Share of ``memory_ids`` loaded at least once in the last ``days`` days (0..1; 0 for none)."""
+        ids = set(memory_ids)
+        if not ids:
+            return 0.0
+        return len(ids & self.loaded_ids(days)) / len(ids)
+
+    def efficiency(self, days: float | None = 14.0) -> float | None:
+        """Mean tokens_used / budget over queries in the window; None when there were none."""
+        where, params = ("WHERE budget > 0", ())
+        if days is not None:
+            where, params = ("WHERE budget > 0 AND ts >= ?", (time.time() - days * DAY_S,))
+        with self._lock:
+            row = self.conn.execute(
+                f"SELECT AVG(MIN(1.0, CAST(tokens_used AS REAL) / budget)), COUNT(*) FROM queries {where}",
+                params).fetchone()
+        return None if not row or not row[1] else float(row[0])
+
+    def query_count(self, days: float | None = None) -> int:
+        with self._lock:
+            if days is None:
+                return int(self.conn.execute("SELECT COUNT(*) FROM queries").fetchone()[0])
+            since = time.time() - days * DAY_S
+            return int(self.conn.execute("SELECT COUNT(*) FROM queries WHERE ts >= ?", (since,)).fetchone()[0])
+
+    def recent_queries(self, limit: int = 20) -> list[QueryRecord]:
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT id, ts, query, intent, budget, tokens_used FROM queries ORDER BY id DESC LIMIT ?",
+                (int(limit),)).fetchall()
+        return [QueryRecord(*row) for row in rows]
+
+    def loads_for_query(self, query_id: int) -> list[tuple[str, str]]:
+        with self._lock:
+            rows = self.conn.execute("SELECT memory_id, tier FROM loads WHERE query_id = ? ORDER BY rowid",
+                                     (int(query_id),)).fetchall()
+        return [(mid, tier) for mid, tier in rows]
