@@ -10,7 +10,6 @@ absolute error, and the counting speed. The numbers go into ``docs/tokens.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import print_table, write_results  # noqa: E402
-from corpora import DATA_DIR, corpus_texts  # noqa: E402
+from corpora import corpus_texts  # noqa: E402
 
 from ctxos.services.tokens import BpeCounter, HeuristicCounter  # noqa: E402
 

@@ -15,8 +15,11 @@ DEFAULT_WORKSPACE = Path("~/AI-Context-OS")
 
 COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.workspace_cmds",
+    "ctxos.client.commands.query_cmds",
     "ctxos.client.commands.service_cmds",
     "ctxos.client.commands.mcp_cmds",
+    "ctxos.client.commands.daemon_cmds",
+    "ctxos.client.commands.governance_cmds",
 ]
 
 

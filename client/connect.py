@@ -24,9 +24,6 @@ from typing import Any, Literal
 
 from ctxos.services.atomic import atomic_write_text
 
-Transport = Literal["stdio", "http"]
-Scope = Literal["user", "project"]
-
 TOOLS: tuple[str, ...] = ("claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex")
 DEFAULT_SERVER_NAME = "ctxos"
 TOKEN_ENV_VAR = "CTXOS_HTTP_TOKEN"
@@ -91,8 +88,8 @@ def ctxos_command() -> list[str]:
     """The absolute command that starts the *real* ``ctxos`` (argv prefix).
 
     Prefer the executable that is running now (``sys.argv[0]`` when it is the
-    ``ctxos`` script), then ``ctxos`` on PATH, then this interpreter with
-    ``-m ctxos.client.cli``. The path is made absolute but symlinks are kept:
+    ``ctxos`` script), then ``ctxos`` on PATH, then the script beside this
+    interpreter, then this interpreter with ``-m ctxos.client.cli``. The path is made absolute but symlinks are kept:
     a package manager's stable link (``/usr/local/bin/ctxos``, pipx's
     ``~/.local/bin/ctxos``) survives upgrades, its versioned target does not.
     """
@@ -108,6 +105,10 @@ def ctxos_command() -> list[str]:
     found = shutil.which("ctxos")
     if found:
         return [os.path.abspath(found)]
+    # The script installed beside this interpreter (a venv's bin/ that is not on PATH).
+    sibling = Path(os.path.abspath(sys.executable)).with_name("ctxos.exe" if os.name == "nt" else "ctxos")
+    if sibling.is_file() and os.access(sibling, os.X_OK):
+        return [str(sibling)]
     return [os.path.abspath(sys.executable), "-m", "ctxos.client.cli"]
 
 
@@ -217,6 +218,9 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
         else:
             extra = ["--header", f"Authorization: Bearer {token}"] if token else []
             plan.cli_command = ["claude", "mcp", "add", "--transport", "http", *cli_scope, *extra, name, url]
+    if tool == "claude-code" and scope == "user" and not config_file:
+        plan.notes.append("Claude Code rewrites ~/.claude.json while it runs: quit it before --write, "
+                          "or run the `claude mcp add` line instead.")
     if transport == "http":
         plan.notes.append(f"HTTP needs the daemon running (ctxos daemon, or the installed service) on {url}.")
         if token and tool == "codex":

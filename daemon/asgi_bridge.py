@@ -93,6 +93,10 @@ class _Exchange:
                 key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
                 val = value.decode("latin-1") if isinstance(value, bytes) else str(value)
                 response.headers.add(key, val)
+            if self.request.can_read_body:
+                # Answered before the body was read (e.g. 413): do not keep a connection with
+                # unread bytes in it; close it after this response.
+                response.force_close()
             self.response = response
             # Send the headers now: an SSE client waits for them before any event arrives.
             await response.prepare(self.request)

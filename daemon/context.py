@@ -152,7 +152,8 @@ class DaemonContext:
 
         ``summary`` is the engine's ``ChangeSummary``. A callback may be sync or
         async; it should be quick, and hand engine work to ``run_write``/``run_read``.
-        Exceptions are logged, never propagated.
+        Exceptions are logged, never propagated. The initial load is not a
+        change: await :meth:`wait_ready` for that.
         """
         self._listeners.append(callback)
 
@@ -202,7 +203,7 @@ class DaemonContext:
             "workspace": str(self.root),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
             "uptime_s": round(time.time() - self.started_at, 3),
-            "state": "ready" if self.ready else ("failed" if self.load_error else "loading"),
+            "state": "failed" if self.load_error else ("ready" if self.ready else "loading"),
             "socket": str(self.socket_path) if self.socket_path else None,
             "http": self.http_url,
             "components": dict(self.components),

@@ -182,6 +182,21 @@ def encode_message(message: Any) -> bytes:
                       separators=(",", ":")).encode("utf-8") + b"\n"
 
 
+def encode_reply(reply: Any) -> bytes:
+    """Encode a reply (or batch of replies) as one line; a result that is not JSON-serialisable
+    becomes an internal-error reply for that request instead of a dead connection."""
+    try:
+        return encode_message(reply)
+    except (TypeError, ValueError):
+        if isinstance(reply, list):
+            items = [encode_reply(item)[:-1] for item in reply]
+            return b"[" + b",".join(items) + b"]\n"
+        request_id = reply.get("id") if isinstance(reply, dict) else None
+        log.exception("RPC reply for id %r is not JSON-serialisable", request_id)
+        return encode_message(error_response(request_id, RpcError(INTERNAL_ERROR, "internal error: "
+                                                                  "the result is not JSON-serialisable")))
+
+
 def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
 
@@ -206,8 +221,6 @@ async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any)
     try:
         result = await registry.call(ctx, method, request.get("params"))
         response = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        # Serialise here so a non-JSON result becomes an error reply, not a dead connection.
-        encode_message(response)
     except RpcError as exc:
         response = error_response(request_id, exc)
     except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the connection

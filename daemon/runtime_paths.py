@@ -46,14 +46,15 @@ def workspace_key(root: Path) -> str:
     return hashlib.sha1(resolved.encode("utf-8")).hexdigest()[:16]
 
 
-def socket_path(root: Path) -> Path:
+def socket_path(root: Path, runtime: Path | None = None) -> Path:
     """The socket for ``root``: ``<runtime dir>/<key>.sock``.
 
     When the runtime dir itself is so long that the socket path would not fit
     in ``sun_path``, fall back to ``/tmp/ctxos-$UID`` (which always fits) so the
     daemon can still start; both client and daemon compute the same answer.
+    ``runtime`` overrides the runtime dir (tests that start a daemon with their own).
     """
-    candidate = runtime_dir() / f"{workspace_key(root)}.sock"
+    candidate = Path(runtime or runtime_dir()) / f"{workspace_key(root)}.sock"
     if len(os.fsencode(str(candidate))) <= SOCKET_PATH_MAX:
         return candidate
     return Path("/tmp") / f"ctxos-{os.getuid()}" / f"{workspace_key(root)}.sock"

@@ -209,3 +209,24 @@ def ensure_communities(root: Path, node_ids: Iterable[str], edges: Iterable[Edge
     cmap = _run(nodes, canon, fingerprint, seed, resolution)
     save_communities(root, cmap)
     return cmap, True
+
+
+def community_settings(config: Any) -> tuple[int, float]:
+    """(seed, resolution) from ``graph.leiden_seed`` and ``graph.leiden_resolution``."""
+    return int(config.get("graph.leiden_seed", 42)), float(config.get("graph.leiden_resolution", 1.0))
+
+
+def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap, bool]:
+    """Recompute an engine's communities if its graph changed, persist them, and hand them to its scorer.
+
+    Called by the daemon (debounced after changes, and on schedule) and by
+    ``ctxos graph``; never by the query path, which only reads the result.
+    """
+    seed, resolution = community_settings(engine.config)
+    graph = engine.graph()
+    cmap, recomputed = ensure_communities(engine.root, graph.nodes, graph.edges(), seed=seed,
+                                          resolution=resolution, force=force)
+    setter = getattr(engine, "set_community_of", None)
+    if callable(setter):
+        setter(dict(cmap.communities))
+    return cmap, recomputed

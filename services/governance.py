@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .workspace import state_dir
 
 KINDS: tuple[str, ...] = ("invalid_file", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
 DISMISSED_FILENAME = "dismissed.json"
+_DISMISS_LOCK = threading.Lock()   # dismiss is a read-modify-write of dismissed.json
 REPORT_FILENAME = "governance.json"
 
 
@@ -89,6 +91,7 @@ class GovernanceSettings:
     conflict_importance_gap: float = 0.3
     contradiction_min_words: int = 4
     contradiction_min_jaccard: float = 0.75
+    contradiction_min_topic_overlap: float = 0.2
     duplicate_min_jaccard: float = 0.7
     duplicate_shingle_words: int = 2
     god_min_ratio: float = 3.0
@@ -110,6 +113,8 @@ class GovernanceSettings:
             conflict_importance_gap=float(conflict.get("importance_gap", base.conflict_importance_gap)),
             contradiction_min_words=int(conflict.get("contradiction_min_words", base.contradiction_min_words)),
             contradiction_min_jaccard=float(conflict.get("contradiction_min_overlap", base.contradiction_min_jaccard)),
+            contradiction_min_topic_overlap=float(conflict.get("contradiction_min_topic_overlap",
+                                                               base.contradiction_min_topic_overlap)),
             duplicate_min_jaccard=float(dup.get("min_overlap", base.duplicate_min_jaccard)),
             duplicate_shingle_words=int(dup.get("shingle_words", base.duplicate_shingle_words)),
             god_min_ratio=float(god.get("min_centrality_ratio", base.god_min_ratio)),
@@ -167,8 +172,9 @@ def analyze(inputs: GovernanceInputs, settings: GovernanceSettings | None = None
 def invalid_file_findings(invalid: Iterable[InvalidFile]) -> list[Finding]:
     return [
         Finding("invalid_file", [], [bad.rel_path], f"{bad.rel_path} is not served: {bad.reason}",
-                {"reason": bad.reason}, {"action": "fix", "path": bad.rel_path},
-                command=f"fix the file, then: ctxos doctor", severity="error")
+                {"reason": bad.reason},
+                {"action": "fix", "path": bad.rel_path, "suggestion": f"fix {bad.rel_path}: {bad.reason}"},
+                command="ctxos doctor", severity="error")
         for bad in sorted(invalid, key=lambda b: b.rel_path)
     ]
 
@@ -191,7 +197,8 @@ def decay_findings(memories: Sequence[Memory], loads: Mapping[str, int], now: da
                 f"in the last {settings.decay_days} days",
                 {"age_days": age, "modified": modified.isoformat(), "loads": count,
                  "window_days": settings.decay_days, "importance": memory.importance},
-                {"action": "archive", "ids": [memory.id]},
+                {"action": "archive", "ids": [memory.id],
+                 "suggestion": "update it if it is still true, archive it if it is not"},
                 command=f"ctxos archive {memory.id}"))
     return found
 
@@ -205,7 +212,8 @@ def scratch_findings(memories: Sequence[Memory], now: datetime, settings: Govern
             "scratch_expired", [memory.id], [memory.rel_path],
             f"scratch {memory.id} is {age} days old, past its {settings.scratch_ttl_days}-day TTL",
             {"age_days": age, "ttl_days": settings.scratch_ttl_days},
-            {"action": "archive", "ids": [memory.id]},
+            {"action": "archive", "ids": [memory.id],
+             "suggestion": "archive it, or move what is worth keeping into a memory of a lasting type"},
             command=f"ctxos archive {memory.id}", severity="warning"))
     return found
 
@@ -224,10 +232,21 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
     """
     by_pair: dict[tuple[str, str], dict[str, Any]] = {}
     token_sets = [content_tokens(_text(m)) for m in memories]
-    for i, j, score in similarity_join(token_sets, settings.conflict_min_text_jaccard, settings.max_posting):
+    gap = settings.conflict_importance_gap
+    types = [m.type for m in memories]
+    importance = [m.importance for m in memories]
+
+    def disagree(i: int, j: int) -> bool:
+        return types[i] != types[j] or abs(importance[i] - importance[j]) >= gap
+
+    # When no two memories can disagree on type or importance, skip the join altogether.
+    can_disagree = len(set(types)) > 1 or (memories and max(importance) - min(importance) >= gap)
+    pairs = similarity_join(token_sets, settings.conflict_min_text_jaccard, settings.max_posting,
+                            accept=disagree) if can_disagree else []
+    for i, j, score in pairs:
         a, b = memories[i], memories[j]
-        shared_tags = sorted(set(a.tags) & set(b.tags))
-        if a.tags and b.tags and not shared_tags:
+        shared_tags = _shared_tags(a, b)
+        if a.tags and b.tags and len(shared_tags) < min(2, len(a.tags), len(b.tags)):
             continue
         problems = []
         if a.type != b.type:
@@ -238,8 +257,13 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
             by_pair[(a.id, b.id)] = {"text_overlap": round(score, 3), "shared_tags": shared_tags,
                                      "problems": problems}
     all_claims = [c for m in memories for c in claims(m.id, _text(m), settings.contradiction_min_words)]
+    position = {m.id: n for n, m in enumerate(memories)}
     for pos, neg, score in contradictions(all_claims, settings.contradiction_min_jaccard, settings.max_posting):
         key = (min(pos.owner, neg.owner), max(pos.owner, neg.owner))
+        a, b = memories[position[key[0]]], memories[position[key[1]]]
+        topic = jaccard(token_sets[position[a.id]], token_sets[position[b.id]])
+        if topic < settings.contradiction_min_topic_overlap and len(_shared_tags(a, b)) < 2:
+            continue  # same words in one sentence, but the memories are about different things
         entry = by_pair.setdefault(key, {"problems": []})
         statements = entry.setdefault("contradictions", [])
         if len(statements) < 3:
@@ -258,10 +282,14 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
             f"{a.id} and {b.id} overlap but " + "; ".join(evidence["problems"]),
             evidence,
             {"action": "review", "ids": [a.id, b.id],
-             "suggestion": "decide which one is right; edit or archive the other"},
-            command=f"ctxos archive {b.id if a.importance >= b.importance else a.id}  (after review)",
+             "suggestion": "decide which one is right; edit it, and archive the other if it is wrong"},
+            command=f"ctxos archive {b.id if a.importance >= b.importance else a.id}",
             severity="warning" if contradict else "info"))
     return found
+
+
+def _shared_tags(a: Memory, b: Memory) -> list[str]:
+    return sorted({t.casefold() for t in a.tags} & {t.casefold() for t in b.tags})
 
 
 def consolidation_findings(memories: Sequence[Memory], settings: GovernanceSettings) -> list[Finding]:
@@ -324,7 +352,8 @@ def god_node_findings(memories: Sequence[Memory], centrality: Mapping[str, float
             f"{memory.id} is linked from much of the workspace (centrality {ratio:.1f}x the average, "
             f"{links} links) but has importance {memory.importance:g}",
             {"centrality_ratio": round(ratio, 3), "degree": links, "importance": memory.importance},
-            {"action": "set_importance", "id": memory.id, "value": suggested},
+            {"action": "set_importance", "id": memory.id, "value": suggested,
+             "suggestion": f"raise its importance to {suggested:g}"},
             command=f"ctxos importance {memory.id} {suggested:g}"))
     return found
 
@@ -419,3 +448,162 @@ def build_report(root: Path, inputs: GovernanceInputs, settings: GovernanceSetti
     return GovernanceReport(
         shown, hidden, len(inputs.memories), (time.perf_counter() - started) * 1000.0,
         datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+
+
+# --- the Engine side: inputs, report, actions ---------------------------------------
+
+def memory_snapshot(engine: Any) -> list[Memory]:
+    """The engine's memories, copied in one step (safe while the write thread changes the store)."""
+    return sorted(list(engine.store.memories.values()), key=lambda m: m.id)
+
+
+def link_graph(engine: Any) -> Any:
+    """The engine's link graph (``graph.LinkGraph``), or one built from its store."""
+    graph = getattr(engine, "graph", None)
+    if callable(graph):
+        graph = graph()
+    if graph is not None:
+        return graph
+    from .graph import build_graph
+    return build_graph(engine.store.list(), engine.store.resolve_link,
+                       min_shared_tags=int(engine.config.get("graph.implicit_edge_min_shared_tags", 2)))
+
+
+def centrality(graph: Any) -> tuple[dict[str, float], dict[str, int]]:
+    """Raw PageRank (sums to 1) over explicit links (weight 1) and shared-tag edges (0.5 each way), and degree.
+
+    ``LinkGraph.authority`` is rescaled 0..1 for scoring; god-node detection needs
+    "how many times the average", hence the raw values here.
+    """
+    nodes = list(graph.nodes)
+    degree = {node: len(graph.neighbours(node)) for node in nodes}
+    position = {node: i for i, node in enumerate(nodes)}
+    edges: list[tuple[int, int]] = []
+    weights: list[float] = []
+    for src, dst in graph.explicit_edges():
+        edges.append((position[src], position[dst]))
+        weights.append(1.0)
+    for a, b in graph.implicit_edges():
+        edges += [(position[a], position[b]), (position[b], position[a])]
+        weights += [0.5, 0.5]
+    if not edges:
+        return {}, degree
+    import igraph
+    g = igraph.Graph(n=len(nodes), edges=edges, directed=True)
+    ranks = g.pagerank(directed=True, weights=weights)
+    return {node: ranks[i] for node, i in position.items()}, degree
+
+
+def gather_inputs(engine: Any, settings: GovernanceSettings, now: datetime | None = None) -> GovernanceInputs:
+    memories = memory_snapshot(engine)
+    loads = engine.access_log.counts_in_window(settings.decay_days)
+    ranks, degree = centrality(link_graph(engine))
+    return GovernanceInputs(memories=memories, invalid=engine.invalid_files(), loads=loads,
+                            centrality=ranks, degree=degree, now=now)
+
+
+def governance_report(engine: Any, *, include_dismissed: bool = False, now: datetime | None = None,
+                      save: bool = True) -> GovernanceReport:
+    """Run governance on an engine's current state; keep the result in ``.ctxos/governance.json``."""
+    settings = GovernanceSettings.from_config(engine.config)
+    started = time.perf_counter()
+    report = build_report(engine.root, gather_inputs(engine, settings, now), settings, include_dismissed)
+    report.elapsed_ms = (time.perf_counter() - started) * 1000.0
+    if save and not include_dismissed:
+        atomic_write_text(state_dir(engine.root) / REPORT_FILENAME, json.dumps(report.to_dict(), indent=1) + "\n")
+    return report
+
+
+def load_saved_report(root: Path) -> dict[str, Any] | None:
+    """The last report the scheduler (or a command) saved, as a dict; None when there is none."""
+    try:
+        return json.loads((state_dir(Path(root)) / REPORT_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class GovernanceError(Exception):
+    """A governance action that cannot be done (unknown id or fingerprint); the message says why."""
+
+
+def dismiss_finding(engine: Any, fingerprint: str) -> dict[str, Any]:
+    """Hide a finding until one of its files changes (its checksums are stored with it)."""
+    report = governance_report(engine, include_dismissed=True, save=False)
+    finding = next((f for f in report.findings if f.fingerprint == fingerprint), None)
+    if finding is None:
+        raise GovernanceError(f"no current finding with fingerprint {fingerprint!r} (see: ctxos governance)")
+    checksum_of = {m.id: m.checksum for m in memory_snapshot(engine)}
+    with _DISMISS_LOCK:
+        dismissed = load_dismissed(engine.root)
+        dismissed[fingerprint] = {
+            "kind": finding.kind, "subjects": finding.subjects(),
+            "checksums": subject_checksums(engine.root, finding, checksum_of),
+            "dismissed_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+            "reason": finding.reason,
+        }
+        save_dismissed(engine.root, dismissed)
+    return {"dismissed": fingerprint, "kind": finding.kind, "ids": finding.ids, "paths": finding.paths}
+
+
+@dataclass
+class ActionResult:
+    """What a governance action did (``data``), and the engine's ChangeSummary for change listeners."""
+
+    data: dict[str, Any]
+    summary: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+def archive(engine: Any, memory_id: str) -> ActionResult:
+    """Move a memory to ``_archive/<its path>`` (excluded from context; ``unarchive`` undoes it)."""
+    from .writes import archive_memory
+    src, dst = archive_memory(engine.root, engine.store, memory_id)
+    summary = engine.apply_changes([src])
+    return ActionResult({"archived": memory_id, "from": src, "to": dst}, summary)
+
+
+def find_archived(engine: Any, ref: str) -> str:
+    """The ``_archive/...`` path of an archived memory named by id, file stem, or path."""
+    from .ontology import ARCHIVE_FOLDER
+    from .workspace import load_memory
+    from .writes import list_archived
+    paths = list_archived(engine.root)
+    wanted = ref if ref.startswith(ARCHIVE_FOLDER + "/") else f"{ARCHIVE_FOLDER}/{ref}"
+    if wanted in paths:
+        return wanted
+    for rel in paths:
+        loaded = load_memory(engine.root, rel, engine.config)
+        if isinstance(loaded, Memory) and loaded.id == ref:
+            return rel
+    stems = [rel for rel in paths if rel.rsplit("/", 1)[-1].rsplit(".", 1)[0] == ref]
+    if len(stems) == 1:
+        return stems[0]
+    raise GovernanceError(f"no archived memory {ref!r} under {ARCHIVE_FOLDER}/")
+
+
+def unarchive(engine: Any, ref: str) -> ActionResult:
+    """Move an archived memory back to where it was."""
+    from .writes import unarchive_memory
+    src, dst = unarchive_memory(engine.root, find_archived(engine, ref))
+    summary = engine.apply_changes([dst])
+    memory = engine.store.get_by_path(dst)
+    return ActionResult({"unarchived": memory.id if memory else ref, "from": src, "to": dst}, summary)
+
+
+def set_importance(engine: Any, memory_id: str, value: float) -> ActionResult:
+    """Rewrite a memory's ``importance`` in its frontmatter (atomic; version bumped)."""
+    from .writes import set_importance as write_importance
+    rel = write_importance(engine.root, engine.store, engine.config, memory_id, value)
+    summary = engine.apply_changes([rel])
+    return ActionResult({"id": memory_id, "importance": round(float(value), 3), "path": rel}, summary)
+
+
+def expire_scratch(engine: Any, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Archive scratch memories past ``governance.scratch_ttl_days`` (the scheduled scratch expiry)."""
+    settings = GovernanceSettings.from_config(engine.config)
+    done = []
+    for memory in scratch_expired(memory_snapshot(engine), now or _utcnow(), settings.scratch_ttl_days):
+        done.append(archive(engine, memory.id).data)
+    return done

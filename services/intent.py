@@ -20,6 +20,15 @@ INTENTS: tuple[str, ...] = ("default", "debug", "brainstorm", "recall")
 SYNONYM_WEIGHT = 0.6          # weight of an expansion word relative to the person's words
 # Tie-break when two intents have the same number of trigger hits: the more specific first.
 _TIE_ORDER = ("debug", "recall", "brainstorm")
+# Words that carry no topic in a request ("what did she say about ..."): dropped from
+# the searched words (not from intent detection, which needs "when" and "who").
+QUERY_STOP_WORDS = frozenset("""
+a an the and or but if then of in on at to for from by with about into over after before
+is are was were be been being am do does did done doing have has had having will would
+shall should can could may might must i me my mine we us our you your he him his she her
+it its they them their this that these those there here what which who whom whose when
+where why how any some all also just so than too very not no yes ever
+""".split())
 _WORD_RE = re.compile(r"[\w][\w'+#.-]*[\w+#]|[\w]", re.UNICODE)
 
 
@@ -86,7 +95,8 @@ def _synonym_key(word: str, synonyms: Mapping[str, Any]) -> str | None:
 
 def expand_query(query: str, synonyms: Mapping[str, Any]) -> ExpandedQuery:
     """Words of ``query`` plus synonyms from the config table (plural/-ing forms match too)."""
-    words = list(dict.fromkeys(query_words(query)))
+    all_words = list(dict.fromkeys(query_words(query)))
+    words = [w for w in all_words if w not in QUERY_STOP_WORDS] or all_words
     groups: list[list[str]] = []
     weights: dict[str, float] = {word: 1.0 for word in words}
     for word in words:

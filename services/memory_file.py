@@ -30,6 +30,8 @@ _MARKER_RE = re.compile(r"^[ \t]*<!--\s*(L1|L2)\s*-->[ \t]*$", re.MULTILINE)
 _OPEN_RE = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
 _CLOSE_RE = re.compile(r"^---[ \t]*\r?$\n?", re.MULTILINE)
 _WIKILINK_RE = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+# Code fences and inline code: a [[link]] written there is an example, not a link.
+_CODE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 _HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _LIST_KEYS = ("tags", "related", "requires", "optional")
 _YAML = YAMLHandler()
@@ -233,10 +235,11 @@ def extract_wikilinks(body: str) -> list[str]:
     """``[[target]]`` targets in order, without ``#anchor``/``^block`` suffixes or folder paths.
 
     ``[[a|b]]`` is kept as ``a|b``: Obsidian puts the note first, Dendron the
-    alias first, so the link resolver tries both sides.
+    alias first, so the link resolver tries both sides. Links inside code
+    (fenced blocks, inline backticks) are examples and are not collected.
     """
     found: dict[str, None] = {}
-    for match in _WIKILINK_RE.finditer(body):
+    for match in _WIKILINK_RE.finditer(_CODE_RE.sub(" ", body)):
         sides = [_clean_link_side(side) for side in match.group(1).split("|", 1)]
         target = "|".join(side for side in sides if side)
         if target:

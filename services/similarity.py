@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-_WORD_RE = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
+_WORD_RE = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)   # starts and ends with a letter/digit
 _SENTENCE_RE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
 STOPWORDS: frozenset[str] = frozenset("""
@@ -39,7 +40,7 @@ wouldn't wouldnt couldn't couldnt shan't haven't hasn't hadn't
 
 # Opposite words: the second of each pair is the first with the polarity flipped.
 ANTONYMS: tuple[tuple[str, str], ...] = (
-    ("always", "never"), ("enable", "disable"), ("enabled", "disabled"),
+    ("enable", "disable"), ("enabled", "disabled"),
     ("use", "avoid"), ("prefer", "avoid"), ("allow", "forbid"), ("allow", "deny"), ("allow", "disallow"),
     ("allowed", "forbidden"), ("allowed", "disallowed"), ("true", "false"), ("required", "forbidden"),
     ("recommended", "discouraged"), ("safe", "unsafe"),
@@ -48,13 +49,13 @@ _FLIP: dict[str, tuple[str, int]] = {}
 for _pos, _neg in ANTONYMS:
     _FLIP.setdefault(_pos, (_pos, 1))
     _FLIP.setdefault(_neg, (_pos, -1))
-# Negation words that are also antonyms ("never") count once, as the antonym.
-_PURE_NEGATIONS = NEGATIONS - set(_FLIP)
+_EMPHASIS = frozenset({"always", "definitely", "really", "strictly"})
+_NOT_CONTENT = STOPWORDS | NEGATIONS
 
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (apostrophes kept so "don't" stays one word)."""
-    return [w.replace("’", "'").strip("'-") for w in _WORD_RE.findall(text.casefold())]
+    return _WORD_RE.findall(text.casefold().replace("’", "'"))
 
 
 def _stem(word: str) -> str:
@@ -66,7 +67,9 @@ def _stem(word: str) -> str:
 
 def content_tokens(text: str) -> frozenset[str]:
     """Distinct content words (stop words dropped, lightly stemmed): the set for topic overlap."""
-    return frozenset(_stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS and w not in NEGATIONS)
+    skip = _NOT_CONTENT
+    return frozenset(w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
+                     for w in words(text) if len(w) > 1 and w not in skip)
 
 
 def shingles(text: str, size: int = 2) -> frozenset[str]:
@@ -84,14 +87,17 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-def similarity_join(sets: Sequence[frozenset[str]], threshold: float,
-                    max_posting: int | None = None) -> list[tuple[int, int, float]]:
+def similarity_join(sets: Sequence[frozenset[str]], threshold: float, max_posting: int | None = None,
+                    accept: Callable[[int, int], bool] | None = None) -> list[tuple[int, int, float]]:
     """Every pair ``(i, j, jaccard)`` with ``i < j`` and Jaccard >= ``threshold``.
 
     ``max_posting`` optionally skips tokens whose prefix posting list grew past
     that length (boilerplate shared by thousands of files): it bounds the work
     at the price of possibly missing pairs that share only such boilerplate in
     their rarest tokens, which are not the pairs a person wants to hear about.
+    ``accept(i, j)``, when given, is checked before the (costlier) overlap, so a
+    caller that only wants some pairs (e.g. memories whose types disagree)
+    pays little for the rest.
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError("threshold must be in (0, 1]")
@@ -99,7 +105,10 @@ def similarity_join(sets: Sequence[frozenset[str]], threshold: float,
     for s in sets:
         freq.update(s)
     order = sorted((i for i in range(len(sets)) if sets[i]), key=lambda i: (len(sets[i]), i))
-    index: dict[str, list[int]] = defaultdict(list)
+    # Posting lists grow in size order (sets are visited smallest first), so the
+    # size filter |y| >= t*|x| is a bisect on a parallel list of sizes.
+    postings: dict[str, list[int]] = defaultdict(list)
+    sizes: dict[str, list[int]] = defaultdict(list)
     found: list[tuple[int, int, float]] = []
     for i in order:
         current = sets[i]
@@ -108,18 +117,22 @@ def similarity_join(sets: Sequence[frozenset[str]], threshold: float,
         min_size = threshold * size
         candidates: set[int] = set()
         for token in prefix:
-            posting = index[token]
+            posting = postings[token]
             if max_posting is not None and len(posting) > max_posting:
                 continue
-            candidates.update(j for j in posting if len(sets[j]) >= min_size)
+            start = bisect_left(sizes[token], min_size)
+            candidates.update(posting[start:])
         for j in candidates:
+            if accept is not None and not accept(i, j):
+                continue
             other = sets[j]
             inter = len(current & other)
             score = inter / (size + len(other) - inter)
             if score >= threshold:
                 found.append((min(i, j), max(i, j), score))
         for token in prefix:
-            index[token].append(i)
+            postings[token].append(i)
+            sizes[token].append(size)
     found.sort()
     return found
 
@@ -137,21 +150,31 @@ class Claim:
 def claims(owner: Hashable, text: str, min_tokens: int = 4) -> list[Claim]:
     """Sentences of ``text`` with at least ``min_tokens`` content words, each with its polarity.
 
-    Polarity is -1 when the sentence carries an odd number of flips (a negation
-    such as "not"/"don't", or the negative side of an antonym pair such as
-    "never", "disable", "avoid"); antonyms are folded to their positive side so
-    "always use tabs" and "never use tabs" have the same content words.
+    Polarity is -1 when the sentence carries an odd number of flips: a negation
+    ("not", "don't", "never") in the first half of the sentence, where it
+    governs the main statement (a late "... without executing it" or "... and
+    not the rest" only qualifies it), or the negative side of an antonym pair
+    anywhere ("disable", "avoid", "forbidden"). Antonyms are folded to their
+    positive side so "enable X" and "disable X" share their content words;
+    "always" is treated as emphasis, not content. Sentences repeated in one
+    text (an l0 that is also the first line) count once.
     """
     result: list[Claim] = []
+    seen: set[tuple[frozenset[str], int]] = set()
     for sentence in _SENTENCE_RE.split(text):
         sentence = sentence.strip(" \t-*>#`")
         if not sentence:
             continue
         polarity = 1
         tokens: set[str] = set()
-        for word in words(sentence):
-            if word in _PURE_NEGATIONS:
-                polarity = -polarity
+        sentence_words = words(sentence)
+        scope = max(3, len(sentence_words) // 2)
+        for position, word in enumerate(sentence_words):
+            if word in NEGATIONS:
+                if position < scope:
+                    polarity = -polarity
+                continue
+            if word in _EMPHASIS:
                 continue
             flip = _FLIP.get(word)
             if flip is not None:
@@ -159,7 +182,9 @@ def claims(owner: Hashable, text: str, min_tokens: int = 4) -> list[Claim]:
                 polarity *= sign
             if len(word) > 1 and (word not in STOPWORDS or flip is not None):
                 tokens.add(_stem(word))
-        if len(tokens) >= min_tokens:
+        key = (frozenset(tokens), polarity)
+        if len(tokens) >= min_tokens and key not in seen:
+            seen.add(key)
             result.append(Claim(owner, sentence[:300], frozenset(tokens), polarity))
     return result
 

@@ -40,7 +40,7 @@ class MemoryStore:
         return self.by_path.get(rel_path)
 
     def list(self, kind: str | None = None) -> list[Memory]:
-        items = self.memories.values()
+        items = list(self.memories.values())  # one-step copy: a writer thread may change the dict
         return sorted((m for m in items if kind is None or m.type == kind), key=lambda m: m.rel_path)
 
     def invalid_files(self) -> list[InvalidFile]:

@@ -51,7 +51,13 @@ def state_dir(root: Path) -> Path:
 
 
 def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK | os.X_OK)
+    """Writable for us *and* meant to be written: root passes ``os.access`` everywhere, so a
+    folder whose owner-write bit is off (a shared, read-only corpus) also counts as read-only."""
+    try:
+        owner_may_write = bool(path.stat().st_mode & 0o200)
+    except OSError:
+        return False
+    return owner_may_write and os.access(path, os.W_OK | os.X_OK)
 
 
 @dataclass
@@ -177,8 +183,12 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
     try:
         if path.is_symlink():
             target = path.resolve()
-            if not target.is_relative_to(root.resolve()):
+            real_root = root.resolve()
+            if not target.is_relative_to(real_root):
                 return InvalidFile(rel_path, f"symlink points outside the workspace (to {target})")
+            if not is_memory_path(target.relative_to(real_root).as_posix()):
+                return InvalidFile(rel_path, "symlink points to a file that is not served as memory "
+                                             f"({target.relative_to(real_root).as_posix()})")
         stat = path.stat()
         if not path.is_file():
             return InvalidFile(rel_path, "not a regular file")

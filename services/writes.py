@@ -39,6 +39,10 @@ class WriteRefused(Exception):
     """A write that the safety rules forbid; the message says why and what to do."""
 
 
+class WriteConflict(WriteRefused):
+    """The file changed since the writer read it (or no version was named): read it again."""
+
+
 @dataclass
 class SaveResult:
     id: str
@@ -106,20 +110,26 @@ def _current(root: Path, rel_path: str, config: Config) -> Memory | InvalidFile 
     return load_memory(root, rel_path, config)
 
 
-def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: int | None) -> None:
+def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: int | None,
+                       expected_checksum: str | None = None) -> None:
     if expected_version is None:
-        raise WriteRefused(
+        raise WriteConflict(
             f"memory {current.id!r} already exists (version {current.version}); read it and pass "
             f"expected_version={current.version} to update it"
         )
     if current.version != expected_version:
-        raise WriteRefused(
+        raise WriteConflict(
             f"memory {current.id!r} changed since you read it: you read version {expected_version}, "
             f"the file is at version {current.version}; read it again"
         )
+    if expected_checksum and expected_checksum != current.checksum:
+        raise WriteConflict(
+            f"memory {current.id!r} ({current.rel_path}) changed since you read it: its content "
+            "checksum differs (edited without a version bump); read it again"
+        )
     known = store.checksum_of(current.rel_path)
     if known is not None and known != current.checksum:
-        raise WriteRefused(
+        raise WriteConflict(
             f"memory {current.id!r} ({current.rel_path}) was edited on disk since it was last read; "
             "read it again before updating"
         )
@@ -148,9 +158,14 @@ def save_memory(
     importance: float | None = None,
     l1: str | None = None,
     expected_version: int | None = None,
+    expected_checksum: str | None = None,
     always_load: bool | None = None,
 ) -> SaveResult:
-    """Create a memory, or update one (naming the version read). Raises ``WriteRefused``."""
+    """Create a memory, or update one (naming the version read). Raises ``WriteRefused``.
+
+    ``expected_checksum`` (the ``checksum`` of the memory as read) also catches an edit a
+    person made without bumping ``version``.
+    """
     kind = (type or "").strip().lower()
     if kind not in MEMORY_TYPES:
         raise WriteRefused(f"unknown type {type!r}; expected one of: {', '.join(MEMORY_TYPES)}")
@@ -166,9 +181,9 @@ def save_memory(
     clean_related = [str(r).strip() for r in (related or []) if str(r).strip()]
 
     with write_lock(root):
-        existing = store.get(validate_id(id)) if id else None
         if id:
             memory_id = validate_id(id)
+            existing = store.get(memory_id)
             rel_path = existing.rel_path if existing else f"{TYPE_FOLDERS[kind]}/{memory_id}.md"
         else:
             memory_id, rel_path = _fresh_id(root, store, kind, l0)
@@ -194,7 +209,7 @@ def save_memory(
             raise WriteRefused(
                 f"memory {current.id!r} is a {current.type} ({rel_path}); saving it as a {kind} is refused"
             )
-        _refuse_if_changed(store, current, expected_version)
+        _refuse_if_changed(store, current, expected_version, expected_checksum)
         changes: dict[str, Any] = {"l0": " ".join(str(l0).split()), "modified": now, "version": current.version + 1}
         if tags is not None:
             changes["tags"] = clean_tags

@@ -128,3 +128,8 @@ def test_update_frontmatter_crlf_and_no_frontmatter():
     out = update_frontmatter(crlf, {"version": 2})
     assert out == "---\r\nid: x\r\nversion: 2\r\n---\r\nbody\r\n"
     assert update_frontmatter("just body\n", {"id": "x"}) == "---\nid: x\n---\njust body\n"
+
+
+def test_wikilinks_in_code_are_examples():
+    body = "See [[real]].\n\n```\n[[in-fence]]\n```\nand `[[inline]]` too."
+    assert extract_wikilinks(body) == ["real"]

@@ -118,9 +118,7 @@ def test_state_dir_for_read_only_workspace(tmp_path, monkeypatch):
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        if os.access(ro, os.W_OK):  # root ignores permission bits: force the fallback another way
-            monkeypatch.setattr("ctxos.services.workspace._writable", lambda p: False)
-        path = state_dir(ro)
+        path = state_dir(ro)   # also as root: the missing write bit marks it read-only
         assert not path.is_relative_to(ro) and path.is_relative_to(tmp_path / "xdg-cache")
     finally:
         ro.chmod(0o755)
@@ -153,3 +151,11 @@ def test_cli_init_doctor_list(tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     bad = subprocess.run([*ctxos, "-w", str(root), "list", "--type", "widget"], capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_symlink_into_sources_is_not_served(make_workspace):
+    root = make_workspace({"sources/ref.md": "# Ref\n\nread-only reference"})
+    os.symlink(root / "sources" / "ref.md", root / "05-resources" / "ref-link.md")
+    store = scan(root)
+    assert store.get("ref-link") is None
+    assert "not served as memory (sources/ref.md)" in store.invalid_files()[0].reason

@@ -137,3 +137,15 @@ def test_archive_unarchive_and_set_importance(make_workspace):
     assert writes.unarchive_memory(root, dst) == (dst, src) and (root / src).exists()
     with pytest.raises(WriteRefused, match="outside 0.0-1.0"):
         writes.set_importance(root, store, config, "a", 2)
+
+
+def test_expected_checksum_catches_edit_without_version_bump(make_workspace):
+    root = make_workspace({"04-skills/s.md": "---\nid: s\nversion: 2\n---\nbody\n"})
+    store, config = setup(root)
+    read_checksum = store.get("s").checksum
+    (root / "04-skills/s.md").write_text("---\nid: s\nversion: 2\n---\nperson's edit\n")
+    store, config = setup(root)   # the engine re-indexed the person's edit
+    with pytest.raises(writes.WriteConflict, match="checksum differs"):
+        writes.save_memory(root, store, config, type="skill", id="s", content="agent", l0="x",
+                           expected_version=2, expected_checksum=read_checksum)
+    assert "person's edit" in (root / "04-skills/s.md").read_text()

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
-from ctxos.client.connect import DEFAULT_SERVER_NAME, SPECS, TOOLS, ConnectError, plan_connect, write_plan
+from ctxos.client.connect import DEFAULT_SERVER_NAME, TOOLS, ConnectError, plan_connect, write_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

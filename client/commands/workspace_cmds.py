@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
-from ctxos.services.config import load_config
+from ctxos.client.commands.query_cmds import call_backend
 from ctxos.services.ontology import MEMORY_TYPES
-from ctxos.services.store import MemoryStore
-from ctxos.services.workspace import init_workspace, scan_workspace
+from ctxos.services.workspace import init_workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,12 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     lister.set_defaults(func=cmd_list)
 
 
-def load_store(root: Path) -> tuple[MemoryStore, list[str]]:
-    """Scan the workspace in-process; returns the store and configuration problems."""
-    config = load_config(root)
-    store = MemoryStore()
-    store.replace_all(scan_workspace(root, config))
-    return store, [config.error] if config.error else []
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -55,29 +47,26 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     root = require_workspace(resolve_workspace(args.workspace))
-    store, problems = load_store(root)
-    invalid = store.invalid_files()
+    data = call_backend(args, "doctor", {})
     if args.json:
-        print(json.dumps({"workspace": str(root), "memories": len(store), "config_errors": problems,
-                          "invalid": [f.to_dict() for f in invalid]}, indent=2))
+        print(json.dumps({"workspace": str(root), **data}, indent=2))
         return 0
     print(f"workspace: {root}")
-    print(f"memories: {len(store)} valid, {len(invalid)} skipped")
-    for problem in problems:
+    print(f"memories: {data['memories']} valid, {data['count']} skipped")
+    for problem in filter(None, [data.get("config_error"), *data.get("problems", [])]):
         print(f"config: {problem}")
-    for item in invalid:
-        print(f"  {item.rel_path}: {item.reason}")
+    for item in data["invalid"]:
+        print(f"  {item['path']}: {item['reason']}")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    root = require_workspace(resolve_workspace(args.workspace))
-    store, _ = load_store(root)
-    memories = store.list(args.type)
+    data = call_backend(args, "list", {"type": args.type} if args.type else {})
+    memories = data["memories"]
     if args.json:
-        print(json.dumps([m.to_dict(include_text=False) for m in memories], indent=2))
+        print(json.dumps(memories, indent=2))
         return 0
     for memory in memories:
-        print(f"{memory.id:<40} {memory.type:<9} {memory.importance:>4.2f}  {memory.l0}")
+        print(f"{memory['id']:<40} {memory['type']:<9} {memory['importance']:>4.2f}  {memory['l0']}")
     print(f"({len(memories)} memories)")
     return 0

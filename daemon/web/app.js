@@ -186,12 +186,14 @@ async function loadHealth() {
   const parts = $("#health-parts");
   parts.replaceChildren();
   for (const p of h.parts || []) {
-    const value = Math.max(0, Math.min(100, p.score));
+    // Part scores are 0..1; the overall score is 0..100.
+    const value = Math.max(0, Math.min(100, 100 * (p.score || 0)));
+    const hint = [p.detail, p.advice].filter(Boolean).join(" — ");
     parts.append(el("div", { class: "part", dataset: { part: p.name } },
       el("span", { class: "name", text: p.name }),
       el("span", { class: "meter" }, el("i", { class: grade(value), style: `width:${value}%` })),
-      el("span", { class: "num", text: `${Math.round(value)} · ${Math.round(p.weight * 100)}%` }),
-      p.hint ? el("span", { class: "hint", text: p.hint }) : null));
+      el("span", { class: "num", title: `${p.points} of ${p.max_points} points`, text: `${fmt(p.points, 1)} / ${fmt(p.max_points, 0)}` }),
+      hint ? el("span", { class: "hint", text: hint }) : null));
   }
   const inv = $("#health-invalid");
   inv.replaceChildren();
@@ -214,14 +216,14 @@ function signalLegend() {
     el("span", {}, el("span", { class: "sw", style: `background:${SIGNAL_COLOURS[s]}` }), s)));
 }
 
-function stackBar(shares, score) {
+function stackBar(shares, scale) {
+  // Each segment is one signal's share (weight x signal); segments add up to the composite
+  // score, and the whole bar is drawn relative to the best score in the table.
   const bar = el("div", { class: "stack", title: SIGNALS.map((s) => `${s}: ${fmt(shares[s] || 0)}`).join("\n") });
-  const total = score > 0 ? score : SIGNALS.reduce((a, s) => a + (shares[s] || 0), 0);
   for (const s of SIGNALS) {
     const v = shares[s] || 0;
-    if (v <= 0 || total <= 0) continue;
-    // Width is the signal's share of the composite score; the bar's length shows the score itself.
-    bar.append(el("i", { style: `width:${(v / total) * 100 * Math.min(1, total)}%;background:${SIGNAL_COLOURS[s]}`, dataset: { signal: s } }));
+    if (v <= 0 || scale <= 0) continue;
+    bar.append(el("i", { style: `width:${(100 * v) / scale}%;background:${SIGNAL_COLOURS[s]}`, dataset: { signal: s } }));
   }
   return bar;
 }
@@ -261,6 +263,7 @@ function renderSimulation(r) {
     el("span", { class: "muted", text: `${fmt(r.elapsed_ms, 1)} ms` }));
   const tbody = $("#sim-table tbody");
   tbody.replaceChildren();
+  const scale = Math.max(1e-9, ...r.selected.map((m) => SIGNALS.reduce((a, s) => a + ((m.shares || {})[s] || 0), 0)));
   r.selected.forEach((m, i) => {
     tbody.append(el("tr", { dataset: { id: m.id, tier: m.tier } },
       el("td", { class: "num muted", text: String(i + 1) }),
@@ -270,13 +273,14 @@ function renderSimulation(r) {
       el("td", {}, el("span", { class: `tier tier-${m.tier}`, text: m.tier })),
       el("td", { class: "num", text: String(m.tokens) }),
       el("td", { class: "num", text: fmt(m.score) }),
-      el("td", {}, stackBar(m.shares || {}, m.score)),
+      el("td", {}, stackBar(m.shares || {}, scale)),
       el("td", { class: "muted", text: m.reason || "" })));
   });
   if (!r.selected.length) tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No memory matched this query." })));
   const catalog = r.catalog_ids || [];
   $("#sim-catalog").textContent = catalog.length || r.catalog_omitted
-    ? `L0 catalog: ${catalog.length} one-line entries` + (r.catalog_omitted ? `, ${r.catalog_omitted} left out for budget` : "")
+    ? `L0 catalog: ${catalog.length} one-line ${catalog.length === 1 ? "entry" : "entries"}` +
+      (r.catalog_omitted ? `; ${r.catalog_omitted} other memories not listed` : "")
     : "";
   $("#sim-rendered").textContent = r.rendered;
 }
@@ -313,11 +317,12 @@ function renderGraph() {
     ...g.edges.map((e, i) => ({ group: "edges", data: { id: `e${i}`, source: e.source, target: e.target, kind: e.kind || "link" } })),
   ];
   if (state.cy) state.cy.destroy();
-  const big = g.nodes.length > 400;
+  const big = g.nodes.length > 300;
   state.cy = window.cytoscape({
     container,
     elements,
-    wheelSensitivity: 0.3,
+    maxZoom: 2.5,
+    minZoom: 0.05,
     style: [
       { selector: "node", style: {
         "background-color": "data(colour)", width: "data(size)", height: "data(size)",
@@ -325,12 +330,13 @@ function renderGraph() {
         "border-width": 1, "border-color": "#ffffff" } },
       { selector: "node:selected", style: { "border-width": 3, "border-color": "#1d2430" } },
       { selector: "edge", style: { width: 1, "line-color": "#c9d0da", "curve-style": "haystack", opacity: 0.8 } },
-      { selector: "edge[kind = 'tags']", style: { "line-style": "dashed", opacity: 0.5 } },
+      { selector: "edge[kind = 'implicit']", style: { "line-style": "dashed", opacity: 0.5 } },
     ],
     layout: big
-      ? { name: "concentric", concentric: (n) => n.degree(), levelWidth: () => 3, animate: false }
-      : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 6000, idealEdgeLength: () => 60, numIter: 600 },
+      ? { name: "preset", positions: communityPacking(g.nodes), fit: true, padding: 20 }
+      : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 6000, idealEdgeLength: () => 60, numIter: 600, padding: 40 },
   });
+  if (state.cy.zoom() > 1.4) { state.cy.zoom(1.4); state.cy.center(); }
   state.cy.on("tap", "node", (evt) => showNode(evt.target.id()));
   state.cy.on("dbltap", "node", (evt) => goToMemory(evt.target.id()));
   const communities = new Set(g.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
@@ -338,6 +344,37 @@ function renderGraph() {
   $("#graph-canvas").dataset.nodes = String(state.cy.nodes().length);
   $("#graph-canvas").dataset.edges = String(state.cy.edges().length);
   renderGraphLegend(communities);
+}
+
+function communityPacking(nodes) {
+  // Large graphs: a force layout of thousands of nodes would keep the page busy for
+  // seconds, so each community is drawn as a sunflower-spiral disc and the discs are
+  // packed in rows, biggest first (O(n), stable for the same communities).
+  const spacing = 30;
+  const groups = new Map();
+  for (const n of nodes) {
+    const key = n.community ?? -1;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(n.id);
+  }
+  const sorted = [...groups.values()].sort((a, b) => b.length - a.length || (a[0] < b[0] ? -1 : 1));
+  const diameter = (k) => spacing * (Math.sqrt(k) + 1);
+  const area = sorted.reduce((acc, ids) => acc + diameter(ids.length) ** 2, 0);
+  const rowWidth = Math.max(diameter(sorted[0] ? sorted[0].length : 1), Math.sqrt(area) * 1.3);
+  const positions = {};
+  let x = 0, y = 0, rowHeight = 0;
+  for (const ids of sorted) {
+    const d = diameter(ids.length);
+    if (x > 0 && x + d > rowWidth) { x = 0; y += rowHeight; rowHeight = 0; }
+    const cx = x + d / 2, cy = y + d / 2;
+    ids.sort().forEach((id, i) => {
+      const angle = i * 2.399963, radius = (spacing / 2) * Math.sqrt(i);
+      positions[id] = { x: cx + radius * Math.cos(angle), y: cy + radius * Math.sin(angle) };
+    });
+    x += d;
+    rowHeight = Math.max(rowHeight, d);
+  }
+  return positions;
 }
 
 function renderGraphLegend(communities) {
@@ -412,30 +449,37 @@ function findingCard(f) {
   const acts = el("div", { class: "acts" });
   const act = async (action, extra = {}) => {
     try {
-      await api("POST", "/api/governance/actions", { action, finding_id: f.id, memory_id: ids[0], ...extra });
+      await api("POST", "/api/governance/actions", { action, finding_id: f.id, ...extra });
       showBanner(`${action.replace("_", " ")} done`, "info");
       await Promise.all([loadGovernance(), loadHealthBadge()]);
     } catch (e) {
-      showBanner(`${action} failed: ${e.message}`);
+      showBanner(`${action.replace("_", " ")} failed: ${e.message}`);
     }
   };
   const actions = f.actions || [];
-  if (actions.includes("archive") && ids.length) {
-    acts.append(el("button", { type: "button", class: "small danger", dataset: { action: "archive" }, onclick: () => act("archive"), text: `Archive ${ids.length > 1 ? ids[0] : ""}`.trim() }));
+  if (actions.includes("archive")) {
+    for (const id of f.archive_ids || []) {
+      acts.append(el("button", { type: "button", class: "small danger", dataset: { action: "archive", id },
+        onclick: () => act("archive", { memory_id: id }), text: (f.archive_ids.length > 1 ? `Archive ${id}` : "Archive") }));
+    }
   }
   if (actions.includes("set_importance") && ids.length) {
     const input = el("input", { type: "number", min: 0, max: 1, step: 0.05, value: f.suggested_importance ?? 0.5, "aria-label": "new importance" });
     acts.append(input, el("button", { type: "button", class: "small", dataset: { action: "set_importance" },
-      onclick: () => act("set_importance", { importance: parseFloat(input.value) }), text: "Set importance" }));
+      onclick: () => act("set_importance", { memory_id: ids[0], importance: parseFloat(input.value) }), text: "Set importance" }));
   }
   if (actions.includes("dismiss")) {
     acts.append(el("button", { type: "button", class: "small", dataset: { action: "dismiss" }, onclick: () => act("dismiss"), text: "Dismiss" }));
   }
+  const subjects = ids.length
+    ? el("div", {}, ...ids.map((id, i) => [i ? ", " : "", el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(id)}`, text: id })]))
+    : (f.paths && f.paths.length ? el("div", { class: "mem-id", text: f.paths.join(", ") }) : null);
   return el("div", { class: "card", dataset: { finding: f.id, kind: f.kind } },
     el("div", { class: "body" },
       el("span", { class: "kind", dataset: { kind: f.kind }, text: f.kind.replace(/_/g, " ") }),
+      f.severity && f.severity !== "info" ? el("span", { class: "muted", text: `  ${f.severity}` }) : null,
       el("div", { class: "title", text: f.reason || f.title || "" }),
-      ids.length ? el("div", {}, ...ids.map((id, i) => [i ? ", " : "", el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(id)}`, text: id })])) : null,
+      subjects,
       f.evidence ? el("div", { class: "evidence", text: evidenceText(f.evidence) }) : null,
       f.suggestion ? el("div", { class: "suggest" }, el("b", { text: "Suggested: " }), f.suggestion) : null),
     acts);
@@ -496,6 +540,10 @@ function fillEditor(m) {
   $("#ed-l1").value = m.l1 || "";
   $("#ed-l2").value = m.l2 || "";
   $("#ed-archive").hidden = isNew;
+  // Protected memories refuse every write through the engine's write rules (agents and this page
+  // alike); a person edits them in the file itself.
+  $("#ed-save").disabled = Boolean(m.protected);
+  if (m.protected) editorNote(`${m.id} is protected: saving here is refused; edit ${m.path} by hand.`);
   $("#ed-revert").hidden = isNew;
   $("#ed-status").textContent = "";
   for (const li of document.querySelectorAll("#mem-list li")) li.classList.toggle("active", li.dataset.id === m.id);
@@ -504,8 +552,8 @@ function fillEditor(m) {
 async function openMemory(id) {
   try {
     const m = await api("GET", `/api/memories/${encodeURIComponent(id)}`);
-    fillEditor(m);
     editorNote(null);
+    fillEditor(m);
   } catch (e) {
     showBanner(e.status === 404 ? `No memory with id ${id}` : `Opening ${id} failed: ${e.message}`);
   }
@@ -530,7 +578,7 @@ async function saveMemory(ev) {
   try {
     let saved;
     if (m && m.id) {
-      saved = await api("PUT", `/api/memories/${encodeURIComponent(m.id)}`, { ...body, version: m.version });
+      saved = await api("PUT", `/api/memories/${encodeURIComponent(m.id)}`, { ...body, version: m.version, checksum: m.checksum });
     } else {
       const id = $("#ed-id").value.trim();
       saved = await api("POST", "/api/memories", { ...body, type: $("#ed-type").value, ...(id ? { id } : {}) });
@@ -570,8 +618,8 @@ async function archiveCurrent() {
 
 function newMemory() {
   location.hash = "#/memories";
-  fillEditor({ type: "context", importance: 0.5, tags: [], related: [] });
   editorNote(null);
+  fillEditor({ type: "context", importance: 0.5, tags: [], related: [] });
   $("#ed-l0").focus();
 }
 
@@ -579,22 +627,35 @@ function newMemory() {
 
 let refreshTimer = null;
 
-function onChange(change) {
-  const touched = new Set([...(change.updated || []), ...(change.removed || [])]);
-  const m = state.editing;
-  if (m && m.id && (touched.has(m.id) || touched.has(m.path))) {
-    if (!state.dirty) {
-      openMemory(m.id).then(() => {
-        editorNote("Reloaded: the file changed on disk.");
-        $("#editor").classList.remove("flash");
-        void $("#editor").offsetWidth;
-        $("#editor").classList.add("flash");
-      });
-    } else {
-      editorNote(el("span", {}, "The file changed on disk while you were editing. Saving now will be refused. ",
-        el("button", { type: "button", class: "small", onclick: () => openMemory(m.id), text: "Load the version on disk" })), "conflict");
-    }
+async function refreshOpenMemory(m) {
+  // The file of the memory in the editor changed: our own save (same checksum: nothing to do),
+  // or an edit from elsewhere (reload it, unless the person has unsaved changes).
+  let fresh;
+  try {
+    fresh = await api("GET", `/api/memories/${encodeURIComponent(m.id)}`);
+  } catch (e) {
+    if (e.status === 404) editorNote(`${m.id} is gone from disk (deleted, renamed or archived).`, "conflict");
+    return;
   }
+  if (!state.editing || state.editing.id !== m.id || fresh.checksum === state.editing.checksum) return;
+  if (state.dirty) {
+    editorNote(el("span", {}, "The file changed on disk while you were editing; saving now would be refused. ",
+      el("button", { type: "button", class: "small", onclick: () => openMemory(m.id), text: "Load the version on disk" })), "conflict");
+    return;
+  }
+  editorNote(null);
+  fillEditor(fresh);
+  editorNote(`Reloaded: ${fresh.path} changed on disk (now version ${fresh.version}).`);
+  const form = $("#editor");
+  form.classList.remove("flash");
+  void form.offsetWidth;
+  form.classList.add("flash");
+}
+
+function onChange(change) {
+  const touched = new Set([...(change.updated || []), ...(change.removed || []), ...(change.paths || [])]);
+  const m = state.editing;
+  if (m && m.id && (touched.has(m.id) || touched.has(m.path))) refreshOpenMemory(m);
   clearTimeout(refreshTimer);
   refreshTimer = setTimeout(() => {
     state.graph = null;

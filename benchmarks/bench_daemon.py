@@ -1,0 +1,374 @@
+"""Daemon benchmark: save-to-searchable latency, socket query latency, idle RSS and CPU.
+
+A real daemon process (``python -m ctxos.daemon.main --no-http --no-tray``) on
+a temporary workspace built from the shared real corpora, measured from the
+outside exactly as a client sees it:
+
+* **save-to-searchable**: write a memory file with a unique word, then poll
+  ``get_context`` for that word over the socket until the memory is among the
+  selected ones; for single edits, and for edits made while a 1,000-file burst
+  (a ``git checkout``) is being indexed;
+* **socket query latency**: ``get_context`` with 8 concurrent clients (one
+  connection each) at 10,000 memories;
+* **idle**: RSS and CPU time of the daemon over 60 s with nothing happening.
+
+Targets (issue 3): p95 save-to-searchable < 500 ms for a single edit; p95
+socket query < 75 ms at 10,000 memories with 8 clients.
+
+    python benchmarks/bench_daemon.py            # full: 10,000 memories, 60 s idle
+    python benchmarks/bench_daemon.py --small    # seconds; what tests run
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (add_common_args, current_rss_mb, machine_info, peak_rss_mb, percentile,  # noqa: E402
+                    print_table, write_results)
+from corpora import DOC_CORPORA, build_workspace  # noqa: E402
+
+from ctxos.client import DaemonClient, DaemonError  # noqa: E402
+from ctxos.daemon.runtime_paths import socket_path  # noqa: E402
+from ctxos.services.workspace import init_workspace  # noqa: E402
+
+TARGET_SAVE_P95_MS = 500.0
+TARGET_QUERY_P95_MS = 75.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Probes ask with a generous budget: the generated workspace has a few long rules, which are
+# rendered first and could otherwise fill a small budget before the probe is reached.
+PROBE_BUDGET = 16_000
+
+FULL = {"corpora": "all", "memories": 10_000, "idle_s": 60.0, "clients": 8, "queries_per_client": 100, "single_edits": 30,
+        "burst_files": 1000, "burst_probes": 10}
+SMALL = {"corpora": "small", "memories": 200, "idle_s": 2.0, "clients": 8, "queries_per_client": 10, "single_edits": 5,
+         "burst_files": 200, "burst_probes": 3}
+
+QUERIES = ["how to deploy a release", "git rebase interactive", "search files by name", "network ports in use",
+           "compress a folder", "sync notes between devices", "python virtual environment", "docker container logs",
+           "markdown links and embeds", "graph view of notes", "change file permissions", "publish a vault",
+           "ssh keys", "plugin settings", "disk usage", "kill a process", "daily notes template", "backlinks"]
+
+
+def _token() -> str:
+    """A word that appears in no corpus document (letters only, so every analyzer keeps it whole)."""
+    return "zq" + "".join(random.choices(string.ascii_lowercase, k=10))
+
+
+def _memory(memory_id: str, token: str) -> str:
+    return (f"---\nid: {memory_id}\ntype: project\nl0: Benchmark probe {token}\nimportance: 0.5\n---\n"
+            f"The probe {token} checks how fast a saved file becomes searchable.\n")
+
+
+class Daemon:
+    """The daemon subprocess and how to reach it."""
+
+    def __init__(self, root: Path, runtime: Path, debounce_ms: int | None) -> None:
+        self.root = root
+        self.runtime = runtime
+        self.socket = socket_path(root, runtime)
+        command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-http", "--no-tray"]
+        if debounce_ms is not None:
+            command += ["--debounce-ms", str(debounce_ms)]
+        self.output = tempfile.NamedTemporaryFile(prefix="bench-daemon-", suffix=".out", delete=False)
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "CTXOS_RUNTIME_DIR": str(runtime)})
+
+    def client(self) -> DaemonClient:
+        return DaemonClient(self.socket, timeout=120)
+
+    def wait_ready(self, timeout: float = 900.0) -> float:
+        """Seconds from spawn until ``status`` says ready (includes building the index from scratch)."""
+        deadline = time.monotonic() + timeout
+        client = self.client()      # connects on first call: the socket appears a moment after spawn
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"daemon exited: {Path(self.output.name).read_text()[-3000:]}")
+                try:
+                    if client.call("status").get("state") == "ready":
+                        return time.perf_counter() - self.started
+                except (DaemonError, OSError):
+                    client.close()
+                time.sleep(0.05)
+        finally:
+            client.close()
+        raise TimeoutError("daemon did not become ready")
+
+    def wait_settled(self, client: DaemonClient, timeout: float = 600.0) -> None:
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while time.monotonic() < deadline:
+            status = client.call("status")
+            quiet = quiet + 1 if status.get("pending_events") == 0 else 0
+            if quiet >= 3:
+                return
+            time.sleep(0.1)
+        raise TimeoutError("index did not settle")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
+
+    def stop(self) -> float:
+        started = time.perf_counter()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        os.unlink(self.output.name)
+        return time.perf_counter() - started
+
+
+def save_to_searchable(daemon: Daemon, client: DaemonClient, rel_dir: str, memory_id: str,
+                       timeout: float = 60.0) -> float:
+    """Write one file, poll get_context over the socket until it is selected; milliseconds."""
+    token = _token()
+    path = daemon.root / rel_dir / f"{memory_id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    path.write_text(_memory(memory_id, token), encoding="utf-8")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = client.call("get_context", {"query": token, "budget_tokens": PROBE_BUDGET})
+        if any(s["id"] == memory_id for s in result["selected"]):
+            return (time.perf_counter() - started) * 1000.0
+    raise TimeoutError(f"{memory_id} not searchable after {timeout} s")
+
+
+def measure_single_edits(daemon: Daemon, count: int) -> list[float]:
+    latencies = []
+    with daemon.client() as client:
+        for i in range(count):
+            latencies.append(save_to_searchable(daemon, client, "03-projects/bench-single", f"single-{i}"))
+            time.sleep(0.2)   # independent edits, not a burst
+    return latencies
+
+
+def measure_burst(daemon: Daemon, files: int, probes: int) -> dict[str, Any]:
+    """A burst of ``files`` writes; ``probes`` single edits made while it is indexed; time until all searchable."""
+    burst_dir = daemon.root / "05-resources" / "bench-burst"
+    burst_dir.mkdir(parents=True, exist_ok=True)
+    texts = [_memory(f"burst-{i}", _token()) for i in range(files)]
+    probe_latencies: list[float] = []
+    errors: list[BaseException] = []
+    with daemon.client() as client:
+        base_total = client.call("list", {"limit": 0})["total"]
+
+    def probe() -> None:
+        try:
+            with daemon.client() as client:
+                for i in range(probes):
+                    probe_latencies.append(save_to_searchable(daemon, client, "03-projects/bench-probe", f"probe-{i}"))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    started = time.perf_counter()
+    for i, text in enumerate(texts):
+        (burst_dir / f"burst-{i}.md").write_text(text, encoding="utf-8")
+    written = time.perf_counter() - started
+    prober = threading.Thread(target=probe)
+    prober.start()          # probes start while the burst is being indexed
+    with daemon.client() as client:
+        while client.call("list", {"limit": 0})["total"] < base_total + files:
+            time.sleep(0.02)
+        all_listed = time.perf_counter() - started
+        # the last burst file is searchable too
+        last_token = texts[-1].split("Benchmark probe ", 1)[1].split("\n", 1)[0]
+        while not any(s["id"] == f"burst-{files - 1}"
+                      for s in client.call("get_context", {"query": last_token, "budget_tokens": PROBE_BUDGET})["selected"]):
+            time.sleep(0.02)
+        searchable = time.perf_counter() - started
+    prober.join()
+    if errors:
+        raise errors[0]
+    return {"files": files, "write_s": written, "all_listed_s": all_listed, "all_searchable_s": searchable,
+            "probe_ms": probe_latencies}
+
+
+def measure_queries(daemon: Daemon, clients: int, per_client: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    engine_ms: list[float] = []      # the engine's own time per query (ContextResult.elapsed_ms)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients)
+
+    def worker(n: int) -> None:
+        rng = random.Random(n)
+        mine, inside = [], []
+        try:
+            with daemon.client() as client:
+                client.call("status")        # connect before the clock starts
+                barrier.wait()
+                for _ in range(per_client):
+                    query = rng.choice(QUERIES)
+                    started = time.perf_counter()
+                    result = client.call("get_context", {"query": query})
+                    mine.append((time.perf_counter() - started) * 1000.0)
+                    inside.append(float(result.get("elapsed_ms", 0.0)))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        with lock:
+            latencies.extend(mine)
+            engine_ms.extend(inside)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return {"clients": clients, "queries": len(latencies), "latencies_ms": latencies, "engine_ms": engine_ms,
+            "throughput_qps": len(latencies) / elapsed if elapsed else 0.0}
+
+
+def wait_quiet(daemon: Daemon, window_s: float = 1.0, quiet_windows: int = 6, max_percent: float = 1.0,
+               timeout_s: float = 300.0) -> dict[str, float]:
+    """Wait until the daemon's background work after a load (communities, router files) is done.
+
+    Quiet means ``quiet_windows`` consecutive windows under ``max_percent`` CPU:
+    longer than the scheduler's after-change delay (5 s), so a job that is
+    about to start is not mistaken for idleness. Returns how long that took and
+    the CPU it used, reported separately rather than counted as "idle".
+    """
+    started, cpu_start = time.perf_counter(), daemon.cpu_seconds()
+    quiet = 0
+    while time.perf_counter() - started < timeout_s and quiet < quiet_windows:
+        before = daemon.cpu_seconds()
+        time.sleep(window_s)
+        quiet = quiet + 1 if 100.0 * (daemon.cpu_seconds() - before) / window_s <= max_percent else 0
+    return {"seconds": time.perf_counter() - started, "cpu_s": daemon.cpu_seconds() - cpu_start}
+
+
+def measure_idle(daemon: Daemon, seconds: float) -> dict[str, Any]:
+    cpu_before, wall_before = daemon.cpu_seconds(), time.perf_counter()
+    time.sleep(seconds)
+    cpu = daemon.cpu_seconds() - cpu_before
+    wall = time.perf_counter() - wall_before
+    return {"seconds": wall, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall,
+            "rss_mb": current_rss_mb(daemon.proc.pid), "peak_rss_mb": peak_rss_mb(daemon.proc.pid)}
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
+            "p99": percentile(values, 99), "max": max(values) if values else 0.0}
+
+
+def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="bench-daemon-"))
+    runtime = Path(tempfile.mkdtemp(prefix="ctxrt-", dir="/tmp"))
+    try:
+        root = work / "ws"
+        init_workspace(root, seed_examples=False)
+        t0 = time.perf_counter()
+        # Small mode reads only the two small vaults (reading all of tldr alone takes seconds).
+        source = DOC_CORPORA if settings["corpora"] == "all" else ("obsidian-help", "foam-docs")
+        build_workspace(root, settings["memories"], source=source)
+        build_s = time.perf_counter() - t0
+        daemon = Daemon(root, runtime, debounce_ms)
+        try:
+            ready_s = daemon.wait_ready()
+            with daemon.client() as client:
+                daemon.wait_settled(client)
+                memories = client.call("status")["memories"]
+            background = wait_quiet(daemon, *((0.5, 3) if settings["corpora"] == "small" else (1.0, 6)))
+            idle = measure_idle(daemon, settings["idle_s"])
+            sequential = measure_queries(daemon, 1, settings["queries_per_client"] * 2)
+            queries = measure_queries(daemon, settings["clients"], settings["queries_per_client"])
+            single = measure_single_edits(daemon, settings["single_edits"])
+            burst = measure_burst(daemon, settings["burst_files"], settings["burst_probes"])
+            with daemon.client() as client:
+                daemon.wait_settled(client)
+                after_rss = current_rss_mb(daemon.proc.pid)
+        finally:
+            stop_s = daemon.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+    return {
+        "settings": settings, "debounce_ms": debounce_ms, "memories": memories,
+        "build_workspace_s": build_s, "cold_start_ready_s": ready_s, "stop_s": stop_s,
+        "background_after_load": background, "idle": idle, "rss_after_burst_mb": after_rss,
+        "query": {**_stats(queries["latencies_ms"]), "clients": queries["clients"],
+                  "throughput_qps": queries["throughput_qps"], "engine_ms": _stats(queries["engine_ms"])},
+        "query_one_client": {**_stats(sequential["latencies_ms"]), "engine_ms": _stats(sequential["engine_ms"])},
+        "save_single": _stats(single),
+        "save_during_burst": _stats(burst["probe_ms"]),
+        "burst": {k: v for k, v in burst.items() if k != "probe_ms"},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser)
+    parser.add_argument("--memories", type=int, help="workspace size (default 10,000; small 200)")
+    parser.add_argument("--idle-seconds", type=float, help="idle measurement window (default 60; small 2)")
+    parser.add_argument("--debounce-ms", type=int, default=None, help="daemon debounce (default: config, 150)")
+    args = parser.parse_args(argv)
+    settings = dict(SMALL if args.small else FULL)
+    if args.memories:
+        settings["memories"] = args.memories
+    if args.idle_seconds is not None:
+        settings["idle_s"] = args.idle_seconds
+    started, load_before = time.perf_counter(), os.getloadavg()
+    result = run(settings, args.debounce_ms)
+    result["total_s"] = time.perf_counter() - started
+    # The machine may be shared: the 1-minute load average before and after, for context.
+    result["loadavg_1m"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
+    q, s, b, idle = result["query"], result["save_single"], result["save_during_burst"], result["idle"]
+    q1, bg = result["query_one_client"], result["background_after_load"]
+    burst = result["burst"]
+    rows = [
+        ["memories indexed", result["memories"], "", ""],
+        ["cold start to ready (s), index built from scratch", result["cold_start_ready_s"], "", ""],
+        [f"socket get_context p50 / p95 (ms), {q['clients']} clients", f"{q['p50']:.1f} / {q['p95']:.1f}",
+         f"p95 < {TARGET_QUERY_P95_MS:.0f}", "yes" if q["p95"] < TARGET_QUERY_P95_MS else "NO"],
+        ["  of which inside the engine, p50 / p95 (ms)", f"{q['engine_ms']['p50']:.1f} / {q['engine_ms']['p95']:.1f}",
+         "", ""],
+        ["socket get_context throughput (queries/s)", q["throughput_qps"], "", ""],
+        ["socket get_context p50 / p95 (ms), 1 client", f"{q1['p50']:.1f} / {q1['p95']:.1f}", "", ""],
+        ["  of which inside the engine, p50 / p95 (ms)",
+         f"{q1['engine_ms']['p50']:.1f} / {q1['engine_ms']['p95']:.1f}", "", ""],
+        ["save-to-searchable, single edit p50 / p95 (ms)", f"{s['p50']:.0f} / {s['p95']:.0f}",
+         f"p95 < {TARGET_SAVE_P95_MS:.0f}", "yes" if s["p95"] < TARGET_SAVE_P95_MS else "NO"],
+        [f"save-to-searchable during a {burst['files']}-file burst p50 / p95 (ms)", f"{b['p50']:.0f} / {b['p95']:.0f}",
+         "", ""],
+        [f"{burst['files']}-file burst: all listed / all searchable (s)",
+         f"{burst['all_listed_s']:.2f} / {burst['all_searchable_s']:.2f}", "", ""],
+        ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
+        [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
+        ["idle RSS (MiB)", idle["rss_mb"], "", ""],
+        ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
+        ["SIGTERM to exit (s)", result["stop_s"], "", ""],
+        ["(build workspace / whole benchmark, s)", f"{result['build_workspace_s']:.1f} / {result['total_s']:.1f}", "", ""],
+    ]
+    info = machine_info()
+    print(f"bench_daemon ({'small' if args.small else 'full'}) on {info['cpu']} x{info['cores']}, "
+          f"{info['memory_gib']} GiB, {info['os']}, Python {info['python']}")
+    print(f"load average (1 min) before / after: {result['loadavg_1m'][0]} / {result['loadavg_1m'][1]}")
+    print_table(["metric", "value", "target", "met"], rows)
+    write_results("bench_daemon", result, args.json, small=args.small)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

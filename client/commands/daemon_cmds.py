@@ -1,0 +1,226 @@
+"""``ctxos daemon`` (foreground), ``ctxos start`` / ``stop`` (background), ``ctxos status``.
+
+``daemon`` is what systemd/launchd run. ``start`` spawns the same thing
+detached (``python -m ctxos.daemon.main``) and returns once it answers on its
+socket, so the next command can use it. ``stop`` sends SIGTERM (the daemon
+finishes the write in flight) and waits until the workspace lock is released.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ctxos.client import DaemonClient, DaemonError
+from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.daemon import runtime_paths
+from ctxos.daemon.lock import is_locked, read_lock_pid
+from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemon
+
+EXIT_NOT_RUNNING = 3
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    daemon = sub.add_parser("daemon", help="run the daemon in the foreground (what systemd/launchd start)")
+    add_daemon_arguments(daemon)
+    daemon.set_defaults(func=cmd_daemon)
+
+    start = sub.add_parser("start", help="start the daemon in the background; returns once it answers")
+    add_daemon_arguments(start)
+    start.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds to wait (default 30)")
+    start.set_defaults(func=cmd_start)
+
+    stop = sub.add_parser("stop", help="stop the daemon (it finishes the write in flight)")
+    stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT_S, help="seconds to wait (default 30)")
+    stop.add_argument("--force", action="store_true", help="SIGKILL it if it has not stopped by the timeout")
+    stop.set_defaults(func=cmd_stop)
+
+    status = sub.add_parser("status", help="daemon status: pid, uptime, memories, pending events, index lag, jobs")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
+
+# ---------------------------------------------------------------- helpers
+
+def query_status(root: Path, timeout: float = 5.0) -> dict[str, Any] | None:
+    """The daemon's ``status`` reply, or None when no daemon answers."""
+    client = DaemonClient.for_workspace(root, timeout=timeout)
+    try:
+        return client.call("status")
+    except (DaemonError, OSError, ValueError):
+        return None
+    finally:
+        client.close()
+
+
+def _daemon_flags(args: argparse.Namespace) -> list[str]:
+    flags: list[str] = []
+    if not args.http:
+        flags.append("--no-http")
+    if args.http_port is not None:
+        flags += ["--http-port", str(args.http_port)]
+    if args.tray is not None:
+        flags.append("--tray" if args.tray else "--no-tray")
+    if args.debounce_ms is not None:
+        flags += ["--debounce-ms", str(args.debounce_ms)]
+    if args.verbose:
+        flags.append("--verbose")
+    return flags
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours) + [f"{minutes}m"] * bool(minutes)
+    return " ".join(parts + [f"{secs}s"]) if not days else " ".join(parts)
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    root = require_workspace(resolve_workspace(args.workspace))
+    return run_daemon(root, options_from_args(args))
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    root = require_workspace(resolve_workspace(args.workspace))
+    current = query_status(root)
+    if current is not None:
+        print(f"ctxos daemon already running for {root} (pid {current.get('pid')})")
+        return 0
+    proc: subprocess.Popen[bytes] | None = None
+    log_file = runtime_paths.start_log_path(root)
+    if not is_locked(root):
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), *_daemon_flags(args)]
+        with open(log_file, "wb") as out:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True, cwd="/")
+    # else: a daemon holds the lock but does not answer yet (it is starting): wait for it too.
+    deadline = time.monotonic() + args.timeout
+    delay = 0.02
+    status: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise CliError(f"the daemon exited with code {proc.returncode} while starting:\n{_tail(log_file)}",
+                           exit_code=1)
+        status = query_status(root, timeout=2.0)
+        if status is not None and status.get("state") != "loading":
+            break
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+    if status is None:
+        raise CliError(f"the daemon did not answer within {args.timeout:.0f} s; see {log_file} and "
+                       f"{runtime_paths.log_path(root)}", exit_code=1)
+    if status.get("state") == "failed":
+        raise CliError(f"the daemon failed to load the workspace: {status.get('load_error')}", exit_code=1)
+    state = "" if status.get("state") == "ready" else " (still loading the workspace)"
+    http = f", http {status['http']}" if status.get("http") else ""
+    print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    root = require_workspace(resolve_workspace(args.workspace))
+    status = query_status(root)
+    pid = status.get("pid") if status else (read_lock_pid(root) if is_locked(root) else None)
+    if not pid:
+        print(f"ctxos daemon is not running for {root}")
+        return 0
+    try:
+        os.kill(int(pid), signal.SIGTERM)
+    except ProcessLookupError:
+        print(f"ctxos daemon is not running for {root}")
+        return 0
+    except PermissionError as exc:
+        raise CliError(f"cannot signal pid {pid}: {exc}") from None
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if not is_locked(root):
+            print(f"ctxos daemon stopped (pid {pid})")
+            return 0
+        time.sleep(0.05)
+    if args.force:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        print(f"ctxos daemon killed (pid {pid}) after {args.timeout:.0f} s; the next start reconciles the index")
+        return 0
+    raise CliError(f"the daemon (pid {pid}) has not stopped after {args.timeout:.0f} s; "
+                   f"use `ctxos stop --force` to kill it", exit_code=1)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    root = require_workspace(resolve_workspace(args.workspace))
+    status = query_status(root)
+    if status is None:
+        starting = is_locked(root)
+        if args.json:
+            print(json.dumps({"running": False, "starting": starting, "workspace": str(root)}, indent=2))
+        else:
+            note = " (a daemon holds the lock but does not answer yet)" if starting else ""
+            print(f"ctxos daemon: not running for {root}{note}")
+        return EXIT_NOT_RUNNING
+    status = {"running": True, **status}
+    if args.json:
+        print(json.dumps(status, indent=2, default=str))
+        return 0
+    print(format_status(status))
+    return 0
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The human-readable ``ctxos status``."""
+    lines = [
+        f"ctxos daemon: {status.get('state', '?')} (pid {status.get('pid')}, up {_duration(status.get('uptime_s', 0))})",
+        f"  workspace       {status.get('workspace')}",
+        f"  socket          {status.get('socket')}",
+        f"  http            {status.get('http') or 'off'}",
+    ]
+    if "memories" in status:
+        lines.append(f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
+                     + ("  (see `ctxos doctor`)" if status.get("invalid_files") else ""))
+    lines.append(f"  pending events  {status.get('pending_events', 0)}")
+    lines.append(f"  index lag       {status.get('index_lag_ms', 0):.0f} ms")
+    watcher = status.get("watcher") or {}
+    last = watcher.get("last_batch")
+    if last:
+        lines.append(f"  last batch      {last.get('at')}: {last.get('paths')} path(s), {last.get('updated')} updated, "
+                     f"{last.get('removed')} removed in {last.get('apply_ms')} ms")
+    if status.get("config_error"):
+        lines.append(f"  config          {status['config_error']}")
+    components = status.get("components") or {}
+    if components:
+        lines.append("  components      " + ", ".join(f"{k} {v}" for k, v in components.items()))
+    jobs = status.get("jobs") or {}
+    if jobs:
+        lines.append("  last job runs")
+        width = max(len(name) for name in jobs) + 2
+        for name, info in sorted(jobs.items()):
+            if isinstance(info, dict):
+                when = info.get("last_run") or "never"
+                runs, failures = info.get("runs"), info.get("failures")
+                counts = f"{runs} run(s), {failures} failed" if runs is not None else ""
+                error = f"  failed: {info['last_error']}" if info.get("last_ok") is False else ""
+                lines.append(f"    {name:<{width}}{when}  {counts}{error}".rstrip())
+            else:
+                lines.append(f"    {name:<{width}}{info}")
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""``ctxos governance|archive|unarchive|importance|dismiss|health|router|graph``.
+
+Reports go through the running daemon when there is one (warm state), else
+in-process (said on stderr). The actions a person takes on findings (archive,
+unarchive, importance, dismiss, router) also work without a daemon: they then
+run in-process holding the workspace lock, so no daemon can start halfway.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ctxos.client import DaemonError, RpcCallError
+from ctxos.client.backend import open_backend
+from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+
+KIND_TITLES = {
+    "invalid_file": "Invalid files", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
+    "god_node": "Central but marked unimportant", "scratch_expired": "Scratch past its TTL",
+    "decay": "Decay candidates",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gov = sub.add_parser("governance", help="what needs your judgment: stale, conflicting, duplicate memories ...")
+    gov.add_argument("--kind", choices=list(KIND_TITLES), help="only findings of this kind")
+    gov.add_argument("--all", dest="include_dismissed", action="store_true", help="include dismissed findings")
+    gov.add_argument("--json", action="store_true", help="machine-readable output")
+    gov.set_defaults(func=cmd_governance)
+
+    arch = sub.add_parser("archive", help="move memories to _archive/ (kept, excluded from context)")
+    arch.add_argument("ids", nargs="+", metavar="ID")
+    arch.add_argument("--json", action="store_true", help="machine-readable output")
+    arch.set_defaults(func=cmd_archive)
+
+    unarch = sub.add_parser("unarchive", help="move archived memories back")
+    unarch.add_argument("ids", nargs="+", metavar="ID", help="id, file stem or _archive/ path")
+    unarch.add_argument("--json", action="store_true", help="machine-readable output")
+    unarch.set_defaults(func=cmd_unarchive)
+
+    imp = sub.add_parser("importance", help="set a memory's importance (0.0-1.0)")
+    imp.add_argument("id", metavar="ID")
+    imp.add_argument("value", type=float, metavar="VALUE")
+    imp.add_argument("--json", action="store_true", help="machine-readable output")
+    imp.set_defaults(func=cmd_importance)
+
+    dis = sub.add_parser("dismiss", help="hide a governance finding until its files change")
+    dis.add_argument("fingerprint", metavar="FINGERPRINT")
+    dis.add_argument("--json", action="store_true", help="machine-readable output")
+    dis.set_defaults(func=cmd_dismiss)
+
+    health = sub.add_parser("health", help="health score 0-100 and what would raise it")
+    health.add_argument("--json", action="store_true", help="machine-readable output")
+    health.set_defaults(func=cmd_health)
+
+    router = sub.add_parser("router", help="regenerate router files (claude.md, _index.yaml, AGENTS.md, ...)")
+    router.add_argument("--json", action="store_true", help="machine-readable output")
+    router.set_defaults(func=cmd_router)
+
+    graph = sub.add_parser("graph", help="the link graph: nodes with type and community, edges")
+    graph.add_argument("--recompute", action="store_true", help="recompute communities even if the graph is unchanged")
+    graph.add_argument("--json", action="store_true", help="machine-readable output")
+    graph.set_defaults(func=cmd_graph)
+
+
+def _call(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
+          writes: bool = False) -> Any:
+    root = require_workspace(resolve_workspace(args.workspace))
+    try:
+        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
+                               quiet=bool(getattr(args, "json", False)))
+    except DaemonError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return backend.call(method, params or {})
+    except RpcCallError as exc:
+        raise CliError(exc.message, exit_code=1) from None
+    finally:
+        backend.close()
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+# ---------------------------------------------------------------- governance
+
+def cmd_governance(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"include_dismissed": args.include_dismissed}
+    if args.kind:
+        params["kind"] = args.kind
+    report = _call(args, "governance", params)
+    if args.json:
+        _print_json(report)
+        return 0
+    findings = report["findings"]
+    print(f"{len(findings)} findings over {report['memories']} memories "
+          f"({report['dismissed']} dismissed, {report['elapsed_ms'] / 1000:.1f} s)")
+    for kind, title in KIND_TITLES.items():
+        group = [f for f in findings if f["kind"] == kind]
+        if not group:
+            continue
+        print(f"\n{title} ({len(group)})")
+        for finding in group:
+            print(f"  [{finding['fingerprint']}] {finding['reason']}")
+            suggestion = (finding.get("action") or {}).get("suggestion")
+            if suggestion:
+                print(f"      suggested: {suggestion}")
+            if finding.get("command"):
+                print(f"      command:   {finding['command']}")
+            extra = _evidence_line(finding)
+            if extra:
+                print(f"      {extra}")
+    if findings:
+        print("\nDismiss one with: ctxos dismiss FINGERPRINT (it returns when its files change)")
+    return 0
+
+
+def _evidence_line(finding: dict[str, Any]) -> str:
+    evidence = finding.get("evidence") or {}
+    statements = evidence.get("contradictions")
+    if statements:
+        pair = statements[0]
+        said = [f"{k}: \"{v}\"" for k, v in pair.items() if k != "overlap"]
+        return "says: " + "  vs  ".join(said)
+    if finding["kind"] == "consolidation":
+        sims = evidence.get("similarity") or []
+        return "overlap: " + ", ".join(f"{s['a']}~{s['b']} {s['overlap']:.2f}" for s in sims[:3])
+    return ""
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    results = [_call(args, "archive", {"id": memory_id}, writes=True) for memory_id in args.ids]
+    if args.json:
+        _print_json(results)
+    else:
+        for item in results:
+            print(f"archived {item['archived']}: {item['from']} -> {item['to']}  (undo: ctxos unarchive {item['archived']})")
+    return 0
+
+
+def cmd_unarchive(args: argparse.Namespace) -> int:
+    results = [_call(args, "unarchive", {"id": ref}, writes=True) for ref in args.ids]
+    if args.json:
+        _print_json(results)
+    else:
+        for item in results:
+            print(f"unarchived {item['unarchived']}: {item['from']} -> {item['to']}")
+    return 0
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    if not 0.0 <= args.value <= 1.0:
+        raise CliError("VALUE must be between 0.0 and 1.0")
+    result = _call(args, "set_importance", {"id": args.id, "value": args.value}, writes=True)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{result['id']}: importance {result['importance']:g} ({result['path']})")
+    return 0
+
+
+def cmd_dismiss(args: argparse.Namespace) -> int:
+    result = _call(args, "dismiss", {"fingerprint": args.fingerprint})
+    if args.json:
+        _print_json(result)
+    else:
+        about = ", ".join(result["ids"] or result["paths"])
+        print(f"dismissed {result['dismissed']} ({result['kind']}: {about}); it returns if those files change")
+    return 0
+
+
+# ---------------------------------------------------------------- health, router, graph
+
+def cmd_health(args: argparse.Namespace) -> int:
+    report = _call(args, "health")
+    if args.json:
+        _print_json(report)
+        return 0
+    print(f"health: {report['score']}/100 over {report['memories']} memories\n")
+    for part in report["parts"]:
+        print(f"  {part['name']:<12} {part['points']:5.1f} / {part['max_points']:<4g} {part['detail']}")
+    advice = [(p["name"], p["advice"]) for p in report["parts"] if p["advice"]]
+    if advice:
+        print("\nto raise it:")
+        for name, text in advice:
+            print(f"  {name}: {text}")
+    return 0
+
+
+def cmd_router(args: argparse.Namespace) -> int:
+    report = _call(args, "regenerate_router", writes=True)
+    if args.json:
+        _print_json(report)
+        return 0
+    for item in report["files"]:
+        note = f"  ({item['reason']})" if item["reason"] else ""
+        print(f"  {item['status']:<9} {item['path']}  {item['tokens']}/{item['budget']} tokens{note}")
+    counts = report["counts"]
+    print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no router files configured")
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    data = _call(args, "graph", {"recompute": args.recompute})
+    if args.json:
+        _print_json(data)
+        return 0
+    comm = data["communities"]
+    explicit = sum(1 for e in data["edges"] if e["kind"] == "explicit")
+    print(f"{len(data['nodes'])} memories, {explicit} links, {len(data['edges']) - explicit} shared-tag edges, "
+          f"{comm['count']} communities (modularity {comm['modularity']:.3f}, seed {comm['seed']})")
+    members: dict[Any, list[str]] = {}
+    for node in data["nodes"]:
+        members.setdefault(node["community"], []).append(node["id"])
+    shown = [c for c in sorted(members, key=lambda c: (c is None, c if c is not None else 0))
+             if len(members[c]) > 1][:15]
+    for community in shown:
+        ids = sorted(members[community])
+        more = f" +{len(ids) - 8} more" if len(ids) > 8 else ""
+        print(f"  community {community}: {', '.join(ids[:8])}{more}")
+    if data["dangling"]:
+        print(f"\n{len(data['dangling'])} dangling links (to no memory):")
+        for item in data["dangling"][:20]:
+            print(f"  {item['source']} -> {item['target']}")
+    return 0

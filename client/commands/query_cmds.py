@@ -1,0 +1,141 @@
+"""``ctxos simulate`` and ``ctxos reindex``: the query path and the index, from the shell.
+
+``simulate`` shows exactly what an agent would get for a query and budget:
+which memories, at which tier, how many tokens, the composite score and each
+signal's weighted share, the detected intent and the expanded query, and
+with ``--show`` the rendered context itself.
+
+Both go through ``open_backend``: the running daemon's socket when there is
+one (warm index), else the same RPC handlers in-process. The printing works
+on the JSON shape (``ContextResult.to_dict()``) either way.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ctxos.client import DaemonError, RpcCallError
+from ctxos.client.backend import open_backend
+from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.services.model import SIGNALS
+
+SIGNAL_ABBREV = {"semantic": "sem", "bm25": "bm25", "graph": "graph", "recency": "rec",
+                 "importance": "imp", "frequency": "freq"}
+
+
+def _budget(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget must be a whole number of tokens, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"budget must not be negative, got {number}")
+    return number
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sim = sub.add_parser("simulate", help="show the context an agent would get for a query")
+    sim.add_argument("query", help="the query text, in quotes")
+    sim.add_argument("--budget", "-b", type=_budget, default=None,
+                     help="token budget (default: query.default_budget in _config.yaml)")
+    sim.add_argument("--intent", "-i", default=None,
+                     help="force an intent (default, debug, brainstorm, recall, or any row in weights:)")
+    sim.add_argument("--show", action="store_true", help="also print the rendered context")
+    sim.add_argument("--json", action="store_true", help="machine-readable output (the full ContextResult)")
+    sim.set_defaults(func=cmd_simulate)
+
+    rx = sub.add_parser("reindex", help="rescan every file and rebuild the search index")
+    rx.add_argument("--json", action="store_true", help="machine-readable output")
+    rx.set_defaults(func=cmd_reindex)
+
+
+# --- logic ----------------------------------------------------------------------------------
+
+def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any], *, writes: bool = False) -> Any:
+    """Run one RPC method on the workspace's daemon, or in-process when none runs.
+
+    Reads fall back to an in-process engine (noted on stderr); ``reindex``
+    rebuilds the index, so without a daemon it runs in-process holding the
+    workspace lock (no daemon can start underneath it).
+    """
+    root = require_workspace(resolve_workspace(args.workspace))
+    try:
+        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
+                               quiet=bool(getattr(args, "json", False)))
+    except DaemonError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return backend.call(method, params)
+    except RpcCallError as exc:
+        raise CliError(exc.message) from None
+    finally:
+        backend.close()
+
+
+# --- printing -------------------------------------------------------------------------------
+
+def format_simulation(data: dict[str, Any]) -> str:
+    lines = [
+        f"query:    {data['query']}",
+        f"intent:   {data['intent']}",
+        f"expanded: {' '.join(data['expanded_query'])}",
+        "weights:  " + "  ".join(f"{SIGNAL_ABBREV.get(k, k)} {v:.2f}" for k, v in data.get("weights", {}).items()),
+        f"budget:   {data['tokens_used']:,} of {data['budget_tokens']:,} tokens used"
+        f" (counter: {data.get('token_counter', '?')}), {data.get('elapsed_ms', 0):.1f} ms",
+        "",
+    ]
+    headers = ["id", "type", "tier", "tokens", "score"] + [SIGNAL_ABBREV[s] for s in SIGNALS] + ["why"]
+    rows = []
+    for item in data["selected"]:
+        shares = item.get("shares", {})
+        rows.append([item["id"], item["type"], item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
+                    + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", "")])
+    if rows:
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+        numeric = set(range(3, 3 + 2 + len(SIGNALS)))
+        def fmt(cells: list[str]) -> str:
+            return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        lines.append(fmt(headers))
+        lines.append(fmt(["-" * w for w in widths]))
+        lines.extend(fmt(r) for r in rows)
+    else:
+        lines.append("(nothing selected)")
+    lines.append("")
+    lines.append(f"{len(data['selected']) - len(data['catalog_ids'])} memories rendered, "
+                 f"{len(data['catalog_ids'])} catalog lines, {data['catalog_omitted']:,} not shown "
+                 "(score columns are weight x signal; they sum to the score)")
+    return "\n".join(lines)
+
+
+# --- commands --------------------------------------------------------------------------------
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """A simulation is not a load: ``simulate`` is not written to the access log."""
+    if not args.query or not args.query.strip():
+        raise CliError("the query is empty")
+    params = {"query": args.query, "budget_tokens": args.budget, "intent": args.intent}
+    data = call_backend(args, "simulate", {k: v for k, v in params.items() if v is not None})
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(format_simulation(data))
+    if args.show:
+        print("\n" + "=" * 72)
+        print(data["rendered"])
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    data = call_backend(args, "reindex", {"full": True}, writes=True)
+    data["elapsed_ms"] = round((time.perf_counter() - started) * 1000.0, 1)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"indexed {data['indexed']:,} memories in {data['elapsed_ms']:.0f} ms")
+    if data["invalid"]:
+        print(f"{len(data['invalid'])} files skipped (see: ctxos doctor)")
+    return 0

@@ -1,0 +1,203 @@
+"""The daemon's HTTP component: MCP, REST and the web view on one loopback port.
+
+One aiohttp server on the daemon's event loop serves
+- ``/mcp``: MCP Streamable HTTP (the SDK's ASGI app through ``asgi_bridge``);
+- ``/sse`` + ``/messages/``: the legacy MCP SSE transport, for older clients;
+- ``/api/``: the REST API (``rest_api.add_routes``);
+- ``/``: the static web view (``daemon/web``).
+
+The MCP tools call the daemon's RPC registry in-process, so MCP over HTTP,
+``ctxos mcp`` over stdio (through the socket), the CLI and the REST API all run
+the same methods on the same engine. The socket is bound *before* anything else
+is built, so a taken port fails at once with a message that says what to do;
+the component is not essential (``components.py``): the daemon keeps indexing
+and serving its socket without HTTP.
+
+The SDK's session manager is a task group that must live as long as the server
+and be entered once per process; it runs in its own task here, started before
+the first request can arrive and closed after the last one.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from mcp.server.transport_security import TransportSecuritySettings
+
+from .asgi_bridge import asgi_handler
+from .http_security import SecurityPolicy, policy_from_config, security_middleware
+from .mcp_server import RegistryBackend, build_mcp_server
+
+log = logging.getLogger("ctxos.daemon.http")
+
+WEB_DIR = Path(__file__).resolve().parent / "web"
+LOOPBACK_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}
+SHUTDOWN_TIMEOUT_S = 3.0
+
+
+class HttpPortInUse(OSError):
+    """The configured HTTP port is taken (another daemon or another program)."""
+
+
+def bind_loopback(host: str, port: int) -> socket.socket:
+    """Bind and listen on a loopback address; raise a clear error for any other host or a taken port."""
+    address = LOOPBACK_HOSTS.get(str(host).strip().lower())
+    if address is None:
+        raise ValueError(f"daemon.http_host is {host!r}: the daemon only listens on loopback "
+                         f"(127.0.0.1, ::1 or localhost)")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # Lets a restarted daemon rebind while old connections sit in TIME_WAIT; on Linux and
+        # macOS it does not let two processes listen on one port.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, int(port)))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise HttpPortInUse(
+                exc.errno,
+                f"HTTP port {address}:{port} is already in use (another ctxos daemon or another "
+                f"program). Set daemon.http_port in _config.yaml or start with --http-port; the daemon "
+                f"keeps running without HTTP (MCP over stdio still works)") from exc
+        raise
+    return sock
+
+
+def base_url(address: str, port: int) -> str:
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}"
+
+
+class HttpServerComponent:
+    """Daemon component (``start(ctx)`` / ``stop()``) for the HTTP server."""
+
+    name = "http"
+
+    def __init__(self) -> None:
+        self.ctx: Any = None
+        self.mcp: Any = None
+        self.url: str | None = None
+        self.port: int | None = None
+        self.policy: SecurityPolicy | None = None
+        self._runner: web.AppRunner | None = None
+        self._sessions_task: asyncio.Task[None] | None = None
+        self._sessions_ready = asyncio.Event()
+        self._sessions_stop = asyncio.Event()
+
+    async def start(self, ctx: Any) -> None:
+        from ctxos.services.config import load_config
+
+        self.ctx = ctx
+        # Read _config.yaml directly: components start while the engine is still loading.
+        config = load_config(ctx.root)
+        host = str(config.get("daemon.http_host", "127.0.0.1"))
+        option_port = getattr(getattr(ctx, "options", None), "http_port", None)
+        port = int(option_port if option_port is not None else config.get("daemon.http_port", 3847))
+        sock = bind_loopback(host, port)
+        try:
+            address, bound_port = sock.getsockname()[:2]
+            self.port = int(bound_port)
+            self.url = base_url(address, self.port)
+            self.policy = policy_from_config(self.port, config.get("daemon.http_token"))
+            app = self._build_app(ctx, address)
+            await self._start_sessions()
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                         shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+            await self._runner.setup()
+            await web.SockSite(self._runner, sock).start()
+        except BaseException:
+            sock.close()
+            await self.stop()
+            raise
+        ctx.http_url = self.url
+        if hasattr(ctx, "add_status_provider"):
+            ctx.add_status_provider("http_server", self.status)
+        log.info("HTTP on %s (MCP %s/mcp, web view %s/)", self.url, self.url, self.url)
+
+    def status(self) -> dict[str, Any]:
+        return {"url": self.url, "mcp": f"{self.url}/mcp", "sse": f"{self.url}/sse",
+                "token_required": bool(self.policy and self.policy.token)}
+
+    def _build_app(self, ctx: Any, address: str) -> web.Application:
+        assert self.policy is not None
+        self.mcp = build_mcp_server(RegistryBackend(ctx))
+        # The SDK checks Host/Origin too; give it the same exact allow-list as our middleware.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                             allowed_hosts=sorted(self.policy.allowed_hosts),
+                                             allowed_origins=sorted(self.policy.allowed_origins))
+        streamable = self.mcp.streamable_http_app(transport_security=security, host=address)
+        legacy_sse = self.mcp.sse_app(transport_security=security, host=address)
+
+        app = web.Application(middlewares=[security_middleware(self.policy)])
+        mcp_handler = asgi_handler(streamable)
+        sse_handler = asgi_handler(legacy_sse)
+        app.router.add_route("*", "/mcp", mcp_handler)
+        app.router.add_route("GET", "/sse", sse_handler)
+        app.router.add_route("POST", "/messages/", sse_handler)
+        self._add_rest(app, ctx)
+        self._add_web_view(app)
+        return app
+
+    @staticmethod
+    def _add_rest(app: web.Application, ctx: Any) -> None:
+        from . import rest_api
+
+        rest_api.add_routes(app, ctx)
+
+    @staticmethod
+    def _add_web_view(app: web.Application) -> None:
+        root = WEB_DIR.resolve()
+
+        async def index(_request: web.Request) -> web.StreamResponse:
+            page = root / "index.html"
+            if not page.is_file():
+                raise web.HTTPNotFound(text="web view not installed\n")
+            return web.FileResponse(page, headers={"Cache-Control": "no-cache"})
+
+        async def asset(request: web.Request) -> web.StreamResponse:
+            target = (root / request.match_info["path"]).resolve()
+            if not target.is_relative_to(root) or not target.is_file():
+                raise web.HTTPNotFound()
+            return web.FileResponse(target, headers={"Cache-Control": "no-cache"})
+
+        app.router.add_get("/", index)
+        app.router.add_get("/{path:.+}", asset)
+
+    async def _start_sessions(self) -> None:
+        """Enter the SDK session manager's task group in a task of its own, for the server's lifetime."""
+
+        async def run() -> None:
+            async with self.mcp.session_manager.run():
+                self._sessions_ready.set()
+                await self._sessions_stop.wait()
+
+        self._sessions_task = asyncio.create_task(run(), name="ctxos-mcp-sessions")
+        ready = asyncio.create_task(self._sessions_ready.wait())
+        done, _ = await asyncio.wait({ready, self._sessions_task}, return_when=asyncio.FIRST_COMPLETED)
+        if self._sessions_task in done:
+            ready.cancel()
+            self._sessions_task.result()            # raises what went wrong
+            raise RuntimeError("MCP session manager stopped during start-up")
+
+    async def stop(self) -> None:
+        """Stop accepting, end MCP sessions (which closes their streams), then close the server."""
+        self._sessions_stop.set()
+        if self._sessions_task is not None:
+            try:
+                await asyncio.wait_for(self._sessions_task, timeout=SHUTDOWN_TIMEOUT_S)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
+                log.warning("MCP sessions did not close cleanly", exc_info=True)
+            self._sessions_task = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.ctx is not None and getattr(self.ctx, "http_url", None) == self.url:
+            self.ctx.http_url = None

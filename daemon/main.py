@@ -1,0 +1,240 @@
+"""``ctxos daemon``: the long-running process for one workspace.
+
+Order of things, and why:
+
+1. take the workspace lock (one daemon per workspace; a dead holder's lock is
+   released by the kernel, so there is nothing stale to clean up);
+2. start logging (stderr + ``.ctxos/logs/daemon.log``);
+3. start loading the engine on the write thread (scan, open/recover the
+   index, reconcile with the files) *while* the components start, the watcher
+   first so no edit made during the load is missed, then the socket, which
+   answers ``status`` at once and every other method as soon as the load is done;
+4. run until SIGTERM/SIGINT, then stop the components in reverse order, let the
+   write in flight finish, close the engine and release the lock.
+
+The asyncio loop only waits on sockets and inotify: no periodic wake-ups.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import runtime_paths
+from .components import COMPONENTS, register_rpc_methods
+from .context import DaemonContext, DaemonOptions
+from .lock import DaemonAlreadyRunning, WorkspaceLock
+from .logging_setup import setup_logging
+
+log = logging.getLogger("ctxos.daemon")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ALREADY_RUNNING = 3
+COMPONENT_STOP_TIMEOUT_S = 10.0
+
+
+def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared by ``ctxos daemon``, ``ctxos start`` and ``python -m ctxos.daemon.main``."""
+    parser.add_argument("--no-http", dest="http", action="store_false",
+                        help="do not serve HTTP (MCP, REST, web view); the Unix socket still runs")
+    parser.add_argument("--http-port", type=int, default=None, metavar="PORT",
+                        help="HTTP port on 127.0.0.1 (default: config daemon.http_port, 3847; 0 = any free port)")
+    parser.add_argument("--tray", dest="tray", action=argparse.BooleanOptionalAction, default=None,
+                        help="show the tray icon (default: when a display is available)")
+    parser.add_argument("--debounce-ms", type=int, default=None, metavar="MS",
+                        help="coalesce file events for this long (default: config daemon.debounce_ms)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+
+
+def options_from_args(args: argparse.Namespace) -> DaemonOptions:
+    return DaemonOptions(http=getattr(args, "http", True), http_port=getattr(args, "http_port", None),
+                         tray=getattr(args, "tray", None), verbose=getattr(args, "verbose", False),
+                         debounce_ms=getattr(args, "debounce_ms", None))
+
+
+def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
+    """Run the daemon in the foreground until a signal; return the process exit code."""
+    options = options or DaemonOptions()
+    root = Path(root).expanduser().resolve()
+    if not root.is_dir():
+        print(f"ctxos: error: workspace {root} does not exist; create it with: ctxos init {root}", file=sys.stderr)
+        return EXIT_USAGE
+    lock = WorkspaceLock(root)
+    try:
+        lock.acquire()
+    except DaemonAlreadyRunning as exc:
+        print(f"ctxos: error: {exc}", file=sys.stderr)
+        return EXIT_ALREADY_RUNNING
+    try:
+        from ctxos.services.config import load_config
+        config = load_config(root)
+        log_file = setup_logging(root, max_bytes=int(config.get("daemon.log_max_bytes", 1_048_576)),
+                                 backups=int(config.get("daemon.log_backups", 3)),
+                                 level=logging.DEBUG if options.verbose else logging.INFO)
+        log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)
+        return asyncio.run(_serve(root, options))
+    except KeyboardInterrupt:  # a signal before the loop installed its handlers
+        return 130
+    finally:
+        _remove_info(root)
+        lock.release()
+
+
+async def _serve(root: Path, options: DaemonOptions) -> int:
+    from ctxos.services.engine import Engine
+
+    loop = asyncio.get_running_loop()
+    ctx = DaemonContext(root, Engine(root), options=options)
+    ctx.bind_loop(loop)
+    register_rpc_methods(ctx.rpc)
+
+    stop = asyncio.Event()
+    reason: dict[str, Any] = {}
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("second %s: exiting now", signal.Signals(signum).name)
+            os._exit(128 + signum)
+        log.info("%s received: finishing the write in flight, then stopping", signal.Signals(signum).name)
+        reason["signal"] = signal.Signals(signum).name
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    load_task = loop.create_task(_load(ctx, stop))
+    started: list[Any] = []
+    exit_code = EXIT_OK
+    try:
+        for spec in COMPONENTS:
+            if stop.is_set():
+                break
+            if not spec.enabled(options):
+                ctx.components[spec.name] = "disabled"
+                continue
+            try:
+                component = spec.build()
+                await component.start(ctx)
+            except Exception as exc:  # noqa: BLE001
+                if spec.essential:
+                    log.exception("component %s failed to start", spec.name)
+                    ctx.components[spec.name] = f"failed: {exc}"
+                    exit_code = EXIT_FAILED
+                    break
+                log.exception("component %s failed to start; continuing without it", spec.name)
+                ctx.components[spec.name] = f"failed: {type(exc).__name__}: {exc}"
+                continue
+            started.append(component)
+            ctx.components[spec.name] = "running"
+        if exit_code == EXIT_OK:
+            _write_info(ctx)
+            await stop.wait()
+            if ctx.load_error:
+                exit_code = EXIT_FAILED
+    finally:
+        log.info("stopping")
+        for component in reversed(started):
+            try:
+                await asyncio.wait_for(component.stop(), COMPONENT_STOP_TIMEOUT_S)
+            except Exception:  # noqa: BLE001
+                log.exception("component %s did not stop cleanly", getattr(component, "name", component))
+        # The write executor runs the write in flight (and the load, if still running) to completion.
+        await loop.run_in_executor(None, ctx.shutdown_executors)
+        if load_task.done() and not load_task.cancelled():
+            load_task.result()
+        else:
+            load_task.cancel()
+        try:
+            ctx.write_sync(ctx.engine.close)
+        except Exception:  # noqa: BLE001
+            log.exception("closing the engine failed")
+        log.info("stopped%s", f" ({reason['signal']})" if reason.get("signal") else "")
+    return exit_code
+
+
+async def _load(ctx: DaemonContext, stop: asyncio.Event) -> None:
+    """Initial load + reconcile on the write thread; a failure stops the daemon (systemd restarts it)."""
+    started = time.monotonic()
+    try:
+        summary = await ctx.run_write(ctx.engine.load)
+    except Exception as exc:  # noqa: BLE001
+        log.exception("loading the workspace failed")
+        ctx.load_error = f"{type(exc).__name__}: {exc}"
+        ctx.mark_ready()   # wake waiters so they get the error instead of hanging
+        stop.set()
+        return
+    ctx.load_summary = _summary_dict(summary)
+    ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
+    ctx.mark_ready()
+    # Not announced to change listeners: components that care await ctx.wait_ready() instead
+    # (the scheduler refreshes communities and router files then; announcing it too would do it twice).
+    log.info("workspace loaded in %.0f ms: %s", ctx.load_summary["load_ms"], _summary_line(summary))
+
+
+def _summary_dict(summary: Any) -> dict[str, Any]:
+    to_dict = getattr(summary, "to_dict", None)
+    return dict(to_dict()) if callable(to_dict) else {}
+
+
+def _summary_line(summary: Any) -> str:
+    return (f"{len(getattr(summary, 'updated', []) or [])} updated, "
+            f"{len(getattr(summary, 'removed', []) or [])} removed, "
+            f"{len(getattr(summary, 'invalid', []) or [])} invalid, "
+            f"{getattr(summary, 'unchanged', 0)} unchanged")
+
+
+def _write_info(ctx: DaemonContext) -> None:
+    """``.ctxos/daemon.json``: how to reach this daemon (informational; the lock decides liveness)."""
+    from ctxos.services.atomic import atomic_write_text
+    info = {
+        "pid": ctx.pid,
+        "workspace": str(ctx.root),
+        "socket": str(ctx.socket_path) if ctx.socket_path else None,
+        "http": ctx.http_url,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ctx.started_at)),
+        "components": dict(ctx.components),
+    }
+    try:
+        atomic_write_text(runtime_paths.info_path(ctx.root), json.dumps(info, indent=2) + "\n", mode=0o600)
+    except OSError:
+        log.exception("could not write %s", runtime_paths.info_path(ctx.root))
+
+
+def read_info(root: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(runtime_paths.info_path(root).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_info(root: Path) -> None:
+    info = read_info(root)
+    if info and info.get("pid") == os.getpid():
+        try:
+            runtime_paths.info_path(root).unlink()
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ctxos.daemon.main --workspace PATH [options]``: what ``ctxos start`` spawns."""
+    parser = argparse.ArgumentParser(prog="ctxos-daemon", description="Run the AI Context OS daemon in the foreground.")
+    parser.add_argument("--workspace", "-w", help="workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)")
+    add_daemon_arguments(parser)
+    args = parser.parse_args(argv)
+    raw = args.workspace or os.environ.get("CTXOS_WORKSPACE") or "~/AI-Context-OS"
+    return run_daemon(Path(raw), options_from_args(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""The MCP surface: four tools, memory resources and two prompts, written once.
+
+``build_mcp_server(backend)`` returns an ``MCPServer`` whose tools call
+``await backend.call(method, params)``. In the daemon the backend is the RPC
+registry in-process (:class:`RegistryBackend`); in ``ctxos mcp`` it is the
+daemon's Unix socket (``ctxos.client.mcp_backend``). Either way the RPC methods
+(``daemon/rpc_methods.py``) do the work: the engine's one query path and its
+write rules. This module only shapes inputs and outputs for agents and turns a
+refused or failed call into an MCP tool error (``is_error``) with the message
+the engine gave, so the agent can correct itself.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Literal, Protocol
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from ctxos.services.ontology import MEMORY_TYPES
+
+log = logging.getLogger("ctxos.mcp")
+
+SERVER_NAME = "ctxos"
+INSTRUCTIONS = (
+    "AI Context OS: the user's long-term memory as markdown files. Call get_context with the task "
+    "at hand before starting work; it returns the rules, the most relevant memories (within a token "
+    "budget) and a one-line catalog of the rest. Save durable knowledge (decisions, how-tos, "
+    "project facts) with save_memory; to update a memory pass the version you read as "
+    "expected_version. Fetch full procedures with get_skill. Log notable events with log_session."
+)
+MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
+if set(MemoryType.__args__) != set(MEMORY_TYPES):  # type: ignore[attr-defined]  # pragma: no cover
+    raise ImportError("mcp_server.MemoryType is out of date with ontology.MEMORY_TYPES")
+
+
+class BackendError(Exception):
+    """A call the backend answered with an error (refused write, not found, bad params)."""
+
+    def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+class Backend(Protocol):
+    """Where the tools' work happens: the daemon's RPC methods, reached one way or another."""
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any: ...
+
+
+class RegistryBackend:
+    """The daemon's own RPC registry, called in-process (no socket hop)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        from .rpc import INTERNAL_ERROR, RpcError, json_default
+
+        try:
+            result = await self.ctx.rpc.call(self.ctx, method, params)
+        except RpcError as exc:
+            raise BackendError(exc.message, exc.code, exc.data) from exc
+        except Exception as exc:  # noqa: BLE001 - same reply the socket gives (rpc._handle_one)
+            log.exception("RPC %s failed", method)
+            raise BackendError(f"internal error: {type(exc).__name__}: {exc}", INTERNAL_ERROR) from exc
+        return _jsonable(result, json_default)
+
+
+def _jsonable(value: Any, default: Any) -> Any:
+    """Results as plain JSON data, the same shape the socket delivers."""
+    if isinstance(value, (dict, list, str, int, float, bool)) or value is None:
+        if isinstance(value, dict):
+            return {k: _jsonable(v, default) for k, v in value.items()}
+        if isinstance(value, list):
+            return [_jsonable(v, default) for v in value]
+        return value
+    return _jsonable(default(value), default)
+
+
+# ---------------------------------------------------------------- outputs
+
+class SelectedMemoryOut(BaseModel):
+    id: str
+    type: str
+    path: str
+    tier: Literal["L0", "L1", "L2"] = Field(description="L0 line, L1 paragraph or L2 full text")
+    tokens: int
+    score: float = Field(description="composite relevance score, 0..1")
+    reason: str = ""
+
+
+class ContextOut(BaseModel):
+    rendered: str = Field(description="the context to read: rules, selected memories, then the L0 catalog")
+    query: str
+    intent: str
+    expanded_query: list[str]
+    budget_tokens: int
+    tokens_used: int
+    selected: list[SelectedMemoryOut]
+    catalog_ids: list[str] = Field(description="memories listed only by their one-line summary; "
+                                               "read one with the memory://{id} resource or ask a narrower query")
+    catalog_omitted: int
+    elapsed_ms: float = Field(0.0, description="time the engine spent on the query")
+
+
+class SaveOut(BaseModel):
+    id: str
+    path: str
+    version: int = Field(description="pass this as expected_version to update the memory again")
+    created: bool
+
+
+class SkillOut(BaseModel):
+    id: str
+    title: str
+    l0: str
+    path: str
+    version: int
+    tags: list[str]
+    text: str = Field(description="the full skill text (L1 and L2)")
+
+
+class LogOut(BaseModel):
+    path: str
+    event: str
+
+
+class MemoryOut(BaseModel):
+    id: str
+    type: str
+    path: str
+    l0: str
+    version: int
+    protected: bool
+    text: str
+
+
+# ---------------------------------------------------------------- helpers
+
+async def _call(backend: Backend, method: str, params: dict[str, Any]) -> Any:
+    """Call the backend; refusals and failures become a ToolError the agent can read."""
+    clean = {k: v for k, v in params.items() if v is not None}
+    try:
+        return await backend.call(method, clean)
+    except BackendError as exc:
+        # The SDK prefixes "Error executing tool NAME: "; the engine's message says what to do.
+        raise ToolError(str(exc)) from exc
+    except (ConnectionError, OSError) as exc:
+        raise ToolError(f"the ctxos daemon is not reachable ({exc})") from exc
+
+
+def _tool_result(text: str, structured: BaseModel) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=structured.model_dump(mode="json"))
+
+
+def _memory_text(memory: dict[str, Any]) -> str:
+    parts = [p for p in (memory.get("l1") or "", memory.get("l2") or "") if p.strip()]
+    return "\n\n".join(parts) if parts else str(memory.get("l0", ""))
+
+
+def _render_memory(memory: dict[str, Any]) -> str:
+    head = f"# {memory.get('title') or memory['id']}\n\n" \
+           f"id: {memory['id']} | type: {memory.get('type')} | version: {memory.get('version')} | " \
+           f"path: {memory.get('path')} | checksum: {memory.get('checksum')}\n\n> {memory.get('l0', '')}\n\n"
+    return head + _memory_text(memory) + "\n"
+
+
+# ---------------------------------------------------------------- server
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ai-context-os")
+    except Exception:  # noqa: BLE001 - not installed as a distribution (source checkout)
+        return "0"
+
+
+def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
+    """An MCPServer whose tools, resources and prompts all go through ``backend``."""
+    mcp: MCPServer = MCPServer(name, title="AI Context OS", instructions=INSTRUCTIONS,
+                               version=_package_version(), log_level="WARNING")
+
+    @mcp.tool(
+        title="Get context",
+        description="The context for a task: rules first, the most relevant memories (full text, "
+                    "paragraph or one line, chosen by score) and a catalog of the rest, within "
+                    "budget_tokens. The selection (ids, tiers, tokens, scores) comes with it so you "
+                    "can ask for more, e.g. a memory://{id} resource.",
+    )
+    async def get_context(
+        query: Annotated[str, Field(min_length=1, description="what you are working on, in plain words")],
+        budget_tokens: Annotated[int | None, Field(ge=1, le=200_000, description=
+                                 "token budget for the rendered context; default from the workspace config")] = None,
+        intent: Annotated[str | None, Field(description=
+                          "debug, brainstorm, recall or default; detected from the query when omitted")] = None,
+    ) -> Annotated[CallToolResult, ContextOut]:
+        result = await _call(backend, "get_context",
+                             {"query": query, "budget_tokens": budget_tokens, "intent": intent})
+        out = ContextOut(
+            rendered=result["rendered"], query=result["query"], intent=result["intent"],
+            expanded_query=list(result.get("expanded_query", [])),
+            budget_tokens=int(result["budget_tokens"]), tokens_used=int(result["tokens_used"]),
+            selected=[SelectedMemoryOut(**{k: s[k] for k in SelectedMemoryOut.model_fields if k in s})
+                      for s in result.get("selected", [])],
+            catalog_ids=list(result.get("catalog_ids", [])), catalog_omitted=int(result.get("catalog_omitted", 0)),
+            elapsed_ms=float(result.get("elapsed_ms", 0.0)))
+        return _tool_result(out.rendered, out)
+
+    @mcp.tool(
+        title="Save memory",
+        description="Write a memory file (markdown with frontmatter) into the type's folder; indexed at "
+                    "once. A new memory needs no id (one is made from l0). To update an existing memory "
+                    "pass its id and the version you read as expected_version; protected memories, "
+                    "sources/ and files changed on disk since you read them are refused.",
+    )
+    async def save_memory(
+        type: Annotated[MemoryType, Field(description="memory type; decides the folder")],
+        content: Annotated[str, Field(min_length=1, description="the full text (L2), markdown")],
+        l0: Annotated[str, Field(min_length=1, description="one-line summary shown in the catalog")],
+        id: Annotated[str | None, Field(description="id to create or update (letters, digits, . _ -)")] = None,
+        tags: Annotated[list[str] | None, Field(description="tags; omitted keeps an existing memory's tags")] = None,
+        related: Annotated[list[str] | None, Field(description="ids of related memories")] = None,
+        importance: Annotated[float | None, Field(ge=0.0, le=1.0, description="0..1, default 0.5")] = None,
+        l1: Annotated[str | None, Field(description="a paragraph-length summary (L1 tier)")] = None,
+        expected_version: Annotated[int | None, Field(ge=1, description=
+                                    "the version you read; required to update an existing memory")] = None,
+        expected_checksum: Annotated[str | None, Field(description=
+                                     "the checksum of the memory you read (memory:// gives it); also "
+                                     "catches edits made without a version bump")] = None,
+    ) -> Annotated[CallToolResult, SaveOut]:
+        result = await _call(backend, "save_memory", {
+            "type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
+            "importance": importance, "l1": l1, "expected_version": expected_version,
+            "expected_checksum": expected_checksum})
+        out = SaveOut(id=result["id"], path=result["path"], version=int(result["version"]),
+                      created=bool(result["created"]))
+        verb = "Created" if out.created else "Updated"
+        return _tool_result(f"{verb} memory {out.id} (version {out.version}) at {out.path}", out)
+
+    @mcp.tool(
+        title="Get skill",
+        description="A skill (how-to) from 04-skills/ in full, found by its id, file name or title. "
+                    "Use get_context to find a skill by topic.",
+    )
+    async def get_skill(
+        name: Annotated[str, Field(min_length=1, description="the skill's id, file name or title")],
+    ) -> Annotated[CallToolResult, SkillOut]:
+        result = await _call(backend, "get_skill", {"name": name})
+        memory = result.get("memory", result) if isinstance(result, dict) else result
+        if not memory:
+            raise ToolError(f"no skill matches {name!r}")
+        out = SkillOut(id=memory["id"], title=memory.get("title") or memory["id"], l0=memory.get("l0", ""),
+                       path=memory["path"], version=int(memory.get("version", 1)),
+                       tags=list(memory.get("tags", [])), text=_memory_text(memory))
+        return _tool_result(_render_memory(memory), out)
+
+    @mcp.tool(
+        title="Log session",
+        description="Append a timestamped entry to today's session log (02-daily/YYYY-MM-DD.md).",
+    )
+    async def log_session(
+        event: Annotated[str, Field(min_length=1, description="what happened, one line")],
+        details: Annotated[str | None, Field(description="optional detail, may span lines")] = None,
+    ) -> Annotated[CallToolResult, LogOut]:
+        result = await _call(backend, "log_session", {"event": event, "details": details})
+        path = result["path"] if isinstance(result, dict) else str(result)
+        out = LogOut(path=path, event=event)
+        return _tool_result(f"Logged to {path}", out)
+
+    @mcp.resource("memory://{id}", name="memory", title="Memory", mime_type="text/markdown",
+                  description="One memory's full text with its id, type, version and path.")
+    async def memory_resource(id: str) -> str:
+        try:
+            result = await backend.call("get_memory", {"id": id})
+        except BackendError as exc:
+            raise ResourceNotFoundError(f"no memory {id!r}: {exc}") from exc
+        memory = result.get("memory", result) if isinstance(result, dict) else result
+        if not memory:
+            raise ResourceNotFoundError(f"no memory {id!r}")
+        return _render_memory(memory)
+
+    @mcp.resource("ctxos://catalog", name="catalog", title="Memory catalog (L0)", mime_type="text/markdown",
+                  description="Every memory as one line: id, type and summary. Read one with memory://{id}.")
+    async def catalog_resource() -> str:
+        try:
+            result = await backend.call("list", {})
+        except BackendError as exc:
+            raise ResourceError(f"catalog unavailable: {exc}") from exc
+        items = result.get("memories", result) if isinstance(result, dict) else result
+        lines = [f"- {m['id']} ({m.get('type')}): {m.get('l0', '')}" for m in items]
+        return "# Memory catalog\n\n" + ("\n".join(lines) if lines else "(no memories yet)") + "\n"
+
+    @mcp.prompt(name="context_for_task", title="Start a task with context",
+                description="The workspace context for a task, followed by the task itself.")
+    async def context_for_task(task: str, budget_tokens: int | None = None) -> str:
+        result = await _call(backend, "get_context", {"query": task, "budget_tokens": budget_tokens})
+        return (f"Context from my memory (AI Context OS, {result['tokens_used']} tokens):\n\n"
+                f"{result['rendered']}\n\n---\nTask: {task}")
+
+    @mcp.prompt(name="wrap_up_session", title="Wrap up a session",
+                description="Ask the agent to log the session and save what is worth keeping.")
+    def wrap_up_session(summary_hint: str | None = None) -> str:
+        hint = f" Focus on: {summary_hint}." if summary_hint else ""
+        return ("Before we finish: call log_session with a one-line event and short details of what was "
+                "done. Then, for each durable fact, decision or reusable procedure from this session, call "
+                "save_memory (decision, project or skill type) with a precise l0 line; to update an existing "
+                "memory pass the version you read as expected_version." + hint)
+
+    return mcp

@@ -1,0 +1,236 @@
+"""The core RPC methods: status, the one query path, memories, writes, reindex, doctor.
+
+Each handler is a thin, synchronous adapter: check the named params, call the
+engine, return plain JSON. The registry decides the thread (read pool, or the
+write thread behind the write lock for ``write=True``). The same functions
+serve the daemon's socket, HTTP (through ``ctx.rpc``), MCP and the CLI's
+in-process fallback, so every front end gets identical answers.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ctxos.services.ontology import MEMORY_TYPES
+from ctxos.services.model import TIERS
+
+from .rpc import (INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known,
+                  param)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import DaemonContext
+
+MAX_QUERY_CHARS = 10_000
+MAX_BUDGET_TOKENS = 1_000_000
+def _write_refused(exc: Exception) -> RpcError:
+    """A safety rule said no: WRITE_REFUSED, flagged as a conflict when it is about versions."""
+    from ctxos.services.writes import WriteConflict
+    is_conflict = isinstance(exc, WriteConflict)
+    return RpcError(WRITE_REFUSED, str(exc), {"reason": "conflict" if is_conflict else "refused"})
+
+
+def _refusal_types() -> tuple[type[Exception], ...]:
+    from ctxos.services.writes import WriteRefused
+    return (WriteRefused,)
+
+
+# ---------------------------------------------------------------- status
+
+def status(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Daemon and index state: pid, uptime, workspace, memories, invalid files, pending events, index lag, jobs."""
+    check_known(params, set())
+    data = ctx.daemon_status()
+    watcher = data.get("watcher") or {}
+    data["pending_events"] = watcher.get("pending_events", 0)
+    data["index_lag_ms"] = watcher.get("index_lag_ms", 0.0)
+    data["jobs"] = ctx.status_extra.get("jobs", {})
+    if ctx.ready and not ctx.load_error:
+        data["engine"] = _engine_status(ctx)
+        data["memories"] = len(ctx.engine.store)
+        data["invalid_files"] = len(ctx.engine.invalid_files())
+        data["config_error"] = getattr(ctx.config, "error", None)
+        data["problems"] = list(getattr(ctx.engine, "problems", []) or [])
+        if ctx.load_summary is not None:
+            data["load"] = ctx.load_summary
+    return data
+
+
+def _engine_status(ctx: "DaemonContext") -> dict[str, Any]:
+    """``engine.status()``, which reads index files that a concurrent commit may just have replaced:
+    retried, and at worst reported as an error inside the section, so ``status`` itself always answers."""
+    for attempt in range(3):
+        try:
+            return ctx.engine.status()
+        except OSError as exc:
+            if attempt == 2:
+                return {"error": f"{type(exc).__name__}: {exc}"}
+    return {}  # pragma: no cover
+
+
+# ---------------------------------------------------------------- the one query path
+
+def _query_params(params: dict[str, Any]) -> tuple[str, int | None, str | None]:
+    check_known(params, {"query", "budget_tokens", "intent"})
+    query = param(params, "query", str)
+    if not query.strip():
+        raise RpcError(INVALID_PARAMS, "parameter 'query' must not be empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise RpcError(INVALID_PARAMS, f"parameter 'query' is longer than {MAX_QUERY_CHARS} characters")
+    budget = param(params, "budget_tokens", int, None)
+    if budget is not None and not 1 <= budget <= MAX_BUDGET_TOKENS:
+        raise RpcError(INVALID_PARAMS, f"parameter 'budget_tokens' must be between 1 and {MAX_BUDGET_TOKENS}")
+    intent = param(params, "intent", str, None) or None
+    return query, budget, intent
+
+
+def _run_query(ctx: "DaemonContext", params: dict[str, Any], record_access: bool) -> dict[str, Any]:
+    from ctxos.services.query import QueryError
+    query, budget, intent = _query_params(params)
+    try:
+        result = ctx.engine.execute_context_query(query, budget, intent, record_access=record_access).to_dict()
+    except QueryError as exc:  # an unknown intent or a bad budget: the caller's mistake
+        raise RpcError(INVALID_PARAMS, str(exc)) from None
+    result["token_counter"] = getattr(ctx.engine.counter, "name", type(ctx.engine.counter).__name__)
+    return result
+
+
+def get_context(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """The context for a query within a token budget (records the access: this is what agents load)."""
+    return _run_query(ctx, params, record_access=True)
+
+
+def simulate(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Exactly ``get_context``, without recording an access (a person trying queries)."""
+    return _run_query(ctx, params, record_access=False)
+
+
+# ---------------------------------------------------------------- memories
+
+def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """One memory with its text; ``tier`` (L0/L1/L2) adds ``text`` rendered at that tier."""
+    check_known(params, {"id", "tier"})
+    memory_id = param(params, "id", str)
+    tier = param(params, "tier", str, None)
+    if tier is not None and tier not in TIERS:
+        raise RpcError(INVALID_PARAMS, f"parameter 'tier' must be one of {', '.join(TIERS)}")
+    memory = ctx.engine.get_memory(memory_id)
+    if memory is None:
+        raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
+    data = memory.to_dict(include_text=True)
+    if tier is not None:
+        data["text"] = memory.tier_text(tier)
+    return data
+
+
+def list_memories(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Every memory's metadata (no text), optionally of one ``type``; ``invalid`` lists skipped files."""
+    check_known(params, {"type", "limit", "offset"})
+    kind = param(params, "type", str, None) or None
+    if kind is not None and kind not in MEMORY_TYPES:
+        raise RpcError(INVALID_PARAMS, f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
+    limit = param(params, "limit", int, None)
+    offset = param(params, "offset", int, 0)
+    if (limit is not None and limit < 0) or offset < 0:
+        raise RpcError(INVALID_PARAMS, "'limit' and 'offset' must not be negative")
+    memories = ctx.engine.list_memories(kind)
+    page = memories[offset:offset + limit if limit is not None else None]
+    return {"memories": [m.to_dict(include_text=False) for m in page], "total": len(memories),
+            "count": len(page), "invalid": len(ctx.engine.invalid_files())}
+
+
+def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """A skill in full: by id, then title, then best match."""
+    check_known(params, {"name"})
+    name = param(params, "name", str)
+    memory = ctx.engine.get_skill(name)
+    if memory is None:
+        raise RpcError(NOT_FOUND, f"no skill matches {name!r}")
+    return memory.to_dict(include_text=True)
+
+
+def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Files that were skipped, each with its reason, and a broken ``_config.yaml`` if any."""
+    check_known(params, set())
+    invalid = ctx.engine.invalid_files()
+    return {"invalid": [f.to_dict() for f in invalid], "count": len(invalid),
+            "config_error": getattr(ctx.config, "error", None),
+            "problems": list(getattr(ctx.engine, "problems", []) or []), "memories": len(ctx.engine.store)}
+
+
+# ---------------------------------------------------------------- writes
+
+_SAVE_FIELDS = {"type": str, "content": str, "l0": str, "id": str, "tags": list, "related": list,
+                "importance": float, "l1": str, "expected_version": int, "expected_checksum": str,
+                "always_load": bool}
+_SAVE_REQUIRED = ("type", "content", "l0")
+
+
+def save_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Create or update a memory through the write rules; indexed before it returns."""
+    check_known(params, set(_SAVE_FIELDS))
+    fields: dict[str, Any] = {}
+    for name, kind in _SAVE_FIELDS.items():
+        value = param(params, name, kind) if name in _SAVE_REQUIRED else param(params, name, kind, None)
+        if value is not None:
+            fields[name] = value
+    for name in ("tags", "related"):
+        if name in fields and not all(isinstance(item, str) for item in fields[name]):
+            raise RpcError(INVALID_PARAMS, f"parameter '{name}' must be a list of strings")
+    # Runs behind the write lock, so "did it exist before" cannot change under us.
+    existed = "id" in fields and ctx.engine.get_memory(fields["id"]) is not None
+    try:
+        saved = ctx.engine.save_memory(**fields)
+    except _refusal_types() as exc:
+        raise _write_refused(exc) from None
+    data = saved.to_dict(include_text=False)
+    # "created" is whether this call created the memory; the frontmatter date goes to "created_on".
+    result = {**data, "created_on": data.get("created"), "created": not existed}
+    _publish(ctx, updated=[saved.id], paths=[saved.rel_path])
+    return result
+
+
+def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Append a timestamped line to today's session log."""
+    check_known(params, {"event", "details"})
+    event = param(params, "event", str)
+    details = param(params, "details", str, None)
+    try:
+        rel_path = ctx.engine.log_session(event, details)
+    except _refusal_types() as exc:
+        raise _write_refused(exc) from None
+    memory = ctx.engine.store.get_by_path(str(rel_path))
+    _publish(ctx, updated=[memory.id] if memory else [], paths=[str(rel_path)])
+    return {"path": str(rel_path), "event": event, "id": memory.id if memory else None}
+
+
+def reindex(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+    """Compare files with the index and apply the difference; ``full: true`` rebuilds the index from scratch."""
+    check_known(params, {"full"})
+    full = param(params, "full", bool, False)
+    summary = ctx.engine.rebuild_index() if full else ctx.engine.reconcile()
+    if getattr(summary, "changed", False):
+        ctx.publish_change(summary)
+    return {"full": full, **summary.to_dict(), "indexed": len(ctx.engine.index),
+            "index": ctx.engine.index.info()}
+
+
+def _publish(ctx: "DaemonContext", *, updated: list[str], paths: list[str]) -> None:
+    """Tell change listeners (router, web view) about a write made through RPC.
+
+    The engine indexed the file itself, so when the watcher sees the write it
+    finds nothing new and stays quiet: this is the one notification for it.
+    """
+    from ctxos.services.engine import ChangeSummary
+    ctx.publish_change(ChangeSummary(updated=list(updated), paths=list(paths)))
+
+
+def register(registry: RpcRegistry) -> None:
+    registry.register("status", status, wait_ready=False)
+    registry.register("get_context", get_context)
+    registry.register("simulate", simulate)
+    registry.register("get_memory", get_memory)
+    registry.register("list", list_memories)
+    registry.register("get_skill", get_skill)
+    registry.register("doctor", doctor)
+    registry.register("save_memory", save_memory, write=True)
+    registry.register("log_session", log_session, write=True)
+    registry.register("reindex", reindex, write=True)

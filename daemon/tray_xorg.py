@@ -1,0 +1,141 @@
+"""Work-arounds for pystray 0.19.5's ``xorg`` backend, over X connections of our own.
+
+pystray's xorg backend (the Linux fallback without PyGObject) was seen here to:
+
+1. create its icon window without ``ButtonPressMask``, so clicks never arrive
+   (pystray issue #151: "callbacks not working");
+2. send a fresh dock request on every ``Icon.icon`` change, after which the
+   tray host (trayer) sometimes re-embeds the icon into a 1-pixel-wide slot;
+3. hand ``title``/``icon``/``stop`` to its loop thread through one reply
+   queue shared by all such hand-offs, while other threads use the same
+   python-xlib connection: seen here, ``stop()`` returning while the icon
+   stayed on screen, and a dead-lock between a hand-off and the loop's own
+   ``get_geometry`` round trip.
+
+So after pystray has docked the icon, the tray never touches pystray's
+connection from another thread again, and becomes the icon's only painter.
+:class:`XorgAssist` opens two connections of its own: one only *sends*
+(painting, the window title, destroy; under a lock, one thread at a time), the
+other only *reads* (button presses, Expose/Map/Configure to repaint, and the
+DestroyNotify to end). X lets any client do these to any window; pystray's
+loop keeps the docking and exits on its window's DestroyNotify, as it does
+after its own stop.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger("ctxos.daemon.tray")
+
+
+def is_xorg_icon(icon: Any) -> bool:
+    return type(icon).__module__ == "pystray._xorg"
+
+
+class XorgAssist:
+    """Clicks, redraws, title and stop for one docked xorg icon."""
+
+    def __init__(self, icon: Any, on_click: Callable[[], None]) -> None:
+        from Xlib import X, display
+
+        self.icon = icon
+        self.on_click = on_click
+        self.window_id = int(icon._window.id)
+        self.image = icon.icon
+        self._lock = threading.Lock()
+        self._closed = False
+        # One painter: pystray's loop would otherwise repaint from its own cached copy on each
+        # Expose, racing with our updates. Its loop still handles docking and the window's end.
+        icon._draw = lambda: None
+        self._send = display.Display()
+        self._send_window = self._send.create_resource_object("window", self.window_id)
+        self._recv = display.Display()
+        recv_window = self._recv.create_resource_object("window", self.window_id)
+        recv_window.change_attributes(
+            event_mask=X.ButtonPressMask | X.StructureNotifyMask | X.ExposureMask)
+        self._recv.sync()
+        self._paint()
+        self._thread = threading.Thread(target=self._read_events, name="ctxos-tray-xclicks", daemon=True)
+        self._thread.start()
+
+    def _read_events(self) -> None:
+        from Xlib import X
+
+        try:
+            while True:
+                event = self._recv.next_event()
+                if event.type == X.ButtonPress and event.detail == 1:
+                    try:
+                        self.on_click()
+                    except Exception:  # noqa: BLE001
+                        log.exception("tray: click handler failed")
+                elif event.type == X.DestroyNotify and event.window.id == self.window_id:
+                    break
+                elif event.type in (X.Expose, X.MapNotify, X.ConfigureNotify):
+                    if event.type != X.Expose or event.count == 0:
+                        self._paint()
+        except Exception as exc:  # noqa: BLE001 - the display went away
+            log.debug("tray: X event reader ended: %r", exc)
+        finally:
+            try:
+                self._recv.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _request(self, fn: Callable[[Any], None]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            fn(self._send_window)
+            self._send.flush()
+
+    def set_image(self, image: Any) -> None:
+        """Show a new picture (and keep pystray's notion of it current)."""
+        self.image = image
+        self.icon._icon = image
+        self.icon._icon_valid = True
+        self._paint()
+
+    def _paint(self) -> None:
+        """Scale the picture to the window and put it there, as pystray's own draw does."""
+        image = self.image
+
+        def paint(window: Any) -> None:
+            from PIL import Image
+
+            geo = window.get_geometry()
+            if image is None or geo.width < 1 or geo.height < 1:
+                return
+            scaled = Image.new("RGB", (geo.width, geo.height))
+            scaled.paste(image.resize((geo.width, geo.height), Image.LANCZOS))
+            gc = window.create_gc()
+            window.put_pil_image(gc, 0, 0, scaled)
+            gc.free()
+
+        try:
+            self._request(paint)
+        except Exception as exc:  # noqa: BLE001 - e.g. the window is gone
+            log.debug("tray: painting the icon: %r", exc)
+
+    def set_title(self, title: str) -> None:
+        self.icon._title = title
+        self._request(lambda w: w.set_wm_name(title.encode("latin-1", "replace").decode("latin-1")))
+
+    def destroy(self, timeout: float = 5.0) -> None:
+        """Destroy the icon window: pystray's loop and our reader both end on its DestroyNotify."""
+        try:
+            self._request(lambda w: w.destroy())
+        except Exception as exc:  # noqa: BLE001 - already gone
+            log.debug("tray: destroying the icon window: %r", exc)
+        with self._lock:
+            self._closed = True
+        # What pystray's stop() would record; otherwise Icon.__del__ later hands a stop to a loop that is gone.
+        self.icon._running = False
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        try:
+            self._send.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,498 @@
+"""``Engine``: everything the engine knows about one workspace, behind one facade.
+
+The daemon, the in-process CLI backend, the MCP server and the benchmarks all
+hold an ``Engine``. It owns the configuration, the in-memory store, the Whoosh
+index, the access log, the token counter and the (lazily rebuilt) link graph,
+and keeps them consistent with the files:
+
+- ``load`` scans every file, opens the index (recreating it when it is missing,
+  corrupt or of an older schema) and indexes only what differs;
+- ``apply_changes`` handles the paths a watcher reports (files or folders,
+  present or gone); a file whose mtime and size are unchanged is not even read,
+  and one whose checksum is unchanged is not re-indexed;
+- ``reconcile`` does the same for the whole tree (cheap: one stat per file).
+
+No threads here (see docs/ARCHITECTURE.md): the daemon serialises mutating calls;
+queries may run beside one writer. The store replaces dict entries whole, the
+index readers see the last commit, and derived caches (graph, pinned ids) are
+rebuilt from a snapshot when the store's generation moves on.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import writes
+from .access_log import AccessLog
+from .config import Config, load_config
+from .graph import LinkGraph, build_graph
+from .intent import query_words
+from .index import MemoryIndex, analyze, heading_text
+from .model import ContextResult, InvalidFile, Memory
+from .query import execute_context_query as _execute_context_query
+from .query import score_query
+from .render import catalog_line, memory_block
+from .signals import KeywordOverlapScorer, SemanticScorer
+from .store import MemoryStore
+from .tokens import TokenCounter, default_counter, get_counter
+from .workspace import (is_ignored_dir, is_memory_path, iter_memory_paths, load_memory, relative_path,
+                        scan_workspace, state_dir)
+
+log = logging.getLogger(__name__)
+
+TOKEN_CACHE_MAX = 200_000
+
+
+@dataclass
+class ChangeSummary:
+    """What a load / apply_changes / reconcile / rebuild changed.
+
+    ``updated`` and ``removed`` are memory ids (a promoted duplicate counts as
+    updated); ``paths`` are the workspace-relative files that were looked at
+    and differed; ``invalid`` are files now skipped, with reasons.
+    """
+
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    invalid: list[InvalidFile] = field(default_factory=list)
+    unchanged: int = 0
+    paths: list[str] = field(default_factory=list)
+    index_recovered: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.updated or self.removed or self.invalid or self.paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "updated": list(self.updated),
+            "removed": list(self.removed),
+            "invalid": [f.to_dict() for f in self.invalid],
+            "unchanged": self.unchanged,
+            "paths": list(self.paths),
+            "changed": self.changed,
+            "index_recovered": self.index_recovered,
+        }
+
+
+class Engine:
+    """The facade that holds all state for one workspace (see docs/ARCHITECTURE.md)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.config: Config = Config()
+        self.store = MemoryStore()
+        self.state_dir: Path | None = None
+        self.index: MemoryIndex | None = None  # type: ignore[assignment]
+        self.access_log: AccessLog | None = None  # type: ignore[assignment]
+        self.counter: TokenCounter = default_counter()
+        self.semantic: SemanticScorer = KeywordOverlapScorer()
+        self.problems: list[str] = []
+        self._generation = 0
+        self._derived_lock = threading.Lock()
+        self._graph: tuple[int, LinkGraph] | None = None
+        self._pinned: tuple[int, list[str]] | None = None
+        self._communities: tuple[int, Mapping[str, int] | None] | None = None
+        self._community_override: Mapping[str, int] | None = None
+        self._token_cache: dict[tuple[str, str, str], int] = {}
+        self._heading_cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._loaded = False
+
+    # --- lifecycle -----------------------------------------------------------------
+    def load(self) -> ChangeSummary:
+        """Read config, scan files, open (or recover) the index, index what differs."""
+        self.reload_config()
+        self.state_dir = state_dir(self.root)
+        self.store.replace_all(scan_workspace(self.root, self.config))
+        self._bump()
+        if self.index is None:
+            self.index = MemoryIndex(self.state_dir / "index")
+        fresh = self.index.open()
+        summary = ChangeSummary(index_recovered=self.index.recovered)
+        if fresh:
+            self.index.rebuild(self.store.memories.values())
+            summary.updated = sorted(self.store.memories)
+            summary.paths = sorted(m.rel_path for m in self.store.memories.values())
+        else:
+            summary = self._sync_index(summary)
+        summary.invalid = self.store.invalid_files()
+        if self.access_log is None:
+            self.access_log = AccessLog(self.state_dir, float(self.config.get("access_log.frequency_window_days", 30)))
+        self.access_log.open()
+        self._loaded = True
+        return summary
+
+    def reload_config(self) -> None:
+        """Re-read ``_config.yaml`` (the counter and weights take effect on the next query)."""
+        self.config = load_config(self.root)
+        self.problems = [self.config.error] if self.config.error else []
+        try:
+            counter = get_counter(self.config.get("tokens.counter", "heuristic"))
+        except ValueError as exc:
+            self.problems.append(f"{exc}; using the heuristic counter")
+            counter = default_counter()
+        if getattr(counter, "name", None) != getattr(self.counter, "name", None):
+            self._token_cache = {}
+        self.counter = counter
+        if self.access_log is not None:
+            self.access_log.window_days = float(self.config.get("access_log.frequency_window_days", 30))
+        self._bump()
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+        if self.access_log is not None:
+            self.access_log.close()
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise RuntimeError("Engine.load() has not been called")
+
+    def _bump(self) -> None:
+        self._generation += 1
+
+    # --- keeping files, store and index in step --------------------------------------
+    def _sync_index(self, summary: ChangeSummary) -> ChangeSummary:
+        """Make the index match the store: re-index differing checksums, drop stale paths."""
+        indexed = self.index.checksums()
+        upserts = [m for m in self.store.memories.values() if indexed.get(m.rel_path) != m.checksum]
+        stale = [p for p in indexed if p not in self.store.by_path]
+        if upserts or stale:
+            self.index.update(upserts, stale)
+        summary.updated = sorted({*summary.updated, *(m.id for m in upserts)})
+        summary.paths = sorted({*summary.paths, *(m.rel_path for m in upserts), *stale})
+        summary.unchanged = len(self.store.memories) - len(upserts)
+        return summary
+
+    def _rel(self, path: Path | str) -> str | None:
+        candidate = Path(path)
+        if candidate.is_absolute():
+            # watcher paths may come through a symlinked root; compare resolved forms too
+            rel = relative_path(self.root, candidate)
+            if rel is None:
+                try:
+                    rel = relative_path(self.root, candidate.resolve())
+                except OSError:
+                    rel = None
+            return rel
+        return relative_path(self.root, candidate)
+
+    def _unchanged_on_disk(self, rel: str) -> bool:
+        """True when the file's mtime and size match what the store holds (no read needed)."""
+        memory = self.store.by_path.get(rel)
+        if memory is None:
+            return False
+        try:
+            stat = os.stat(self.root / rel)
+        except OSError:
+            return False
+        return stat.st_mtime == memory.mtime and stat.st_size == memory.size and memory.size > 0
+
+    def _known_path(self, rel: str) -> bool:
+        """Is ``rel`` a file the store holds (valid, invalid or shadowed)? O(1), unlike known_paths()."""
+        store = self.store
+        return rel in store.by_path or rel in store.invalid or store.checksum_of(rel) is not None
+
+    def _apply_file(self, rel: str, changed_ids: set[str], touched: set[str]) -> bool:
+        """Bring one path up to date in the store; True if anything changed."""
+        store = self.store
+        known = self._known_path(rel)
+        path = self.root / rel
+        if not is_memory_path(rel) or not (path.exists() or path.is_symlink()):
+            if known:
+                changed_ids.update(store.remove_path(rel))
+                touched.add(rel)
+                return True
+            return False
+        if self._unchanged_on_disk(rel):
+            return False
+        loaded = load_memory(self.root, rel, self.config)
+        if loaded is None:
+            if known:
+                changed_ids.update(store.remove_path(rel))
+                touched.add(rel)
+                return True
+            return False
+        if isinstance(loaded, Memory):
+            if store.checksum_of(rel) == loaded.checksum and rel in store.by_path:
+                # same bytes, new mtime (touch): keep the entry but remember the new stat
+                store.by_path[rel].mtime = loaded.mtime
+                return False
+            changed_ids.update(store.put(loaded))
+        else:
+            if store.invalid.get(rel) == loaded:
+                return False
+            changed_ids.update(store.put_invalid(loaded))
+        touched.add(rel)
+        return True
+
+    def _walk_folder(self, rel_dir: str) -> list[str]:
+        folder = self.root / rel_dir
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            rel_here = relative_path(self.root, dirpath) or ""
+            dirnames[:] = sorted(d for d in dirnames if not is_ignored_dir(f"{rel_here}/{d}".lstrip("/")))
+            for name in sorted(filenames):
+                rel = f"{rel_here}/{name}".lstrip("/")
+                if is_memory_path(rel):
+                    found.append(rel)
+        return found
+
+    def _finish(self, changed_ids: set[str], touched: set[str], unchanged: int) -> ChangeSummary:
+        """Push store changes for ``touched`` paths and ``changed_ids`` into the index."""
+        paths = set(touched)
+        for mid in changed_ids:
+            memory = self.store.get(mid)
+            if memory is not None:
+                paths.add(memory.rel_path)
+        upserts = [self.store.by_path[p] for p in sorted(paths) if p in self.store.by_path]
+        removals = [p for p in sorted(paths) if p not in self.store.by_path]
+        if upserts or removals:
+            self.index.update(upserts, removals)
+        if changed_ids or touched:
+            self._bump()
+        updated = sorted(mid for mid in changed_ids if mid in self.store.memories)
+        removed = sorted(mid for mid in changed_ids if mid not in self.store.memories)
+        invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
+        return ChangeSummary(updated=updated, removed=removed, invalid=invalid, unchanged=unchanged,
+                             paths=sorted(touched))
+
+    def apply_changes(self, paths: Iterable[Path | str]) -> ChangeSummary:
+        """Re-read the given files or folders (absolute or workspace-relative); drop the gone ones.
+
+        Cost is per given path, not per known path: the prefix scan over all
+        known paths (for a folder that was deleted or moved away) runs only
+        for a path that no longer exists and is not itself a known file, and
+        the known-path list it scans is built once per call.
+        """
+        self._require_loaded()
+        changed_ids: set[str] = set()
+        touched: set[str] = set()
+        unchanged = 0
+        known_sorted: list[str] | None = None
+
+        def known_under(prefix: str) -> list[str]:
+            nonlocal known_sorted
+            if known_sorted is None:
+                known_sorted = sorted(self.store.known_paths())
+            start = bisect.bisect_left(known_sorted, prefix)
+            out = []
+            for item in itertools.islice(known_sorted, start, None):
+                if not item.startswith(prefix):
+                    break
+                out.append(item)
+            return out
+
+        for raw in paths:
+            rel = self._rel(raw)
+            if rel is None:
+                continue
+            target = self.root / rel
+            if target.is_dir() and not target.is_symlink():
+                if is_ignored_dir(rel):
+                    continue
+                present = set(self._walk_folder(rel))
+                gone = set(known_under(rel.rstrip("/") + "/")) - present
+                for item in sorted(present | gone):
+                    if self._apply_file(item, changed_ids, touched):
+                        continue
+                    unchanged += 1
+                continue
+            if not (target.exists() or target.is_symlink()) and not self._known_path(rel):
+                under = known_under(rel.rstrip("/") + "/")
+                if under:
+                    for item in under:                # a folder was deleted or moved away
+                        self._apply_file(item, changed_ids, touched)
+                    continue
+            if not self._apply_file(rel, changed_ids, touched):
+                unchanged += 1
+        return self._finish(changed_ids, touched, unchanged)
+
+    def reconcile(self) -> ChangeSummary:
+        """Compare every file with the store (stat first) and the store with the index; apply the difference."""
+        self._require_loaded()
+        changed_ids: set[str] = set()
+        touched: set[str] = set()
+        unchanged = 0
+        present = set(iter_memory_paths(self.root))
+        for rel in sorted(present | self.store.known_paths()):
+            if self._apply_file(rel, changed_ids, touched):
+                continue
+            unchanged += 1
+        summary = self._finish(changed_ids, touched, unchanged)
+        indexed = self.index.checksums()
+        drift = [m for m in self.store.memories.values() if indexed.get(m.rel_path) != m.checksum]
+        stale = [p for p in indexed if p not in self.store.by_path]
+        if drift or stale:
+            self.index.update(drift, stale)
+            summary.updated = sorted({*summary.updated, *(m.id for m in drift)})
+            summary.paths = sorted({*summary.paths, *(m.rel_path for m in drift), *stale})
+            self._bump()
+        return summary
+
+    def rebuild_index(self) -> ChangeSummary:
+        """Rescan every file and rebuild the index from scratch (one commit)."""
+        self._require_loaded()
+        self.store.replace_all(scan_workspace(self.root, self.config))
+        self.index.rebuild(self.store.memories.values())
+        self._bump()
+        return ChangeSummary(updated=sorted(self.store.memories), invalid=self.store.invalid_files(),
+                             paths=sorted(m.rel_path for m in self.store.memories.values()))
+
+    # --- derived state used by the query path ----------------------------------------
+    def graph(self) -> LinkGraph:
+        """The link graph for the current store (rebuilt lazily after changes)."""
+        cached = self._graph
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        with self._derived_lock:
+            cached = self._graph
+            generation = self._generation
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+            min_shared = int(self.config.get("graph.implicit_edge_min_shared_tags", 2) or 0)
+            graph = build_graph(list(self.store.memories.values()), self.store.resolve_link,
+                                min_shared_tags=min_shared)
+            self._graph = (generation, graph)
+            return graph
+
+    def pinned_ids(self) -> list[str]:
+        """Rules and always_load memories: always candidates, rendered first."""
+        cached = self._pinned
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        generation = self._generation
+        ids = sorted(m.id for m in list(self.store.memories.values()) if m.type == "rule" or m.always_load)
+        self._pinned = (generation, ids)
+        return ids
+
+    def set_community_of(self, mapping: Mapping[str, int] | None) -> None:
+        """Give the scorer a community map (the communities module / daemon calls this)."""
+        self._community_override = mapping
+
+    def community_of(self) -> Mapping[str, int] | None:
+        """Community per memory id, for the +community_bonus graph signal; None when unknown."""
+        if self._community_override is not None:
+            return self._community_override
+        cached = self._communities
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        mapping: Mapping[str, int] | None = None
+        try:
+            from .communities import load_communities
+
+            cmap = load_communities(self.root)
+            mapping = cmap.community_of() if cmap is not None else None
+        except Exception as exc:  # a damaged cache file must not break queries
+            log.warning("communities unavailable: %s", exc)
+        self._communities = (self._generation, mapping)
+        return mapping
+
+    def catalog_tokens(self, memory: Memory) -> int:
+        """Tokens of a memory's catalog line (cached like ``block_tokens``)."""
+        key = (memory.id, memory.checksum, "catalog")
+        value = self._token_cache.get(key)
+        if value is None:
+            value = self.counter.count(catalog_line(memory))
+            self._token_cache[key] = value
+        return value
+
+    def heading_tokens(self, memory: Memory) -> frozenset[str]:
+        """Analysed tokens of a memory's summary line, title, id and tags (cached per checksum)."""
+        key = (memory.id, memory.checksum)
+        value = self._heading_cache.get(key)
+        if value is None:
+            if len(self._heading_cache) > TOKEN_CACHE_MAX:
+                self._heading_cache = {}
+            value = frozenset(analyze(heading_text(memory) + "\n" + " ".join(memory.tags)))
+            self._heading_cache[key] = value
+        return value
+
+    def block_tokens(self, memory: Memory, tier: str) -> int:
+        """Tokens of a memory's rendered block at a tier (cached per checksum and counter)."""
+        key = (memory.id, memory.checksum, tier)
+        value = self._token_cache.get(key)
+        if value is None:
+            if len(self._token_cache) > TOKEN_CACHE_MAX:
+                self._token_cache = {}
+            value = self.counter.count(memory_block(memory, tier))
+            self._token_cache[key] = value
+        return value
+
+    # --- queries -----------------------------------------------------------------------
+    def execute_context_query(self, query: str, budget_tokens: int | None = None, intent: str | None = None,
+                              *, record_access: bool = True) -> ContextResult:
+        self._require_loaded()
+        return _execute_context_query(self, query, budget_tokens, intent, record_access=record_access)
+
+    def score_query(self, query: str, intent: str | None = None, **kwargs: Any):
+        """Candidates with signals, best first (no budget, nothing logged); for benchmarks and tools."""
+        self._require_loaded()
+        return score_query(self, query, intent, **kwargs)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        return self.store.get(memory_id)
+
+    def list_memories(self, type: str | None = None) -> list[Memory]:
+        return self.store.list(type)
+
+    def invalid_files(self) -> list[InvalidFile]:
+        return self.store.invalid_files()
+
+    def get_skill(self, name: str) -> Memory | None:
+        """A skill by exact id, then by file stem or title, then the best BM25 match among skills."""
+        self._require_loaded()
+        memory = self.store.get(name)
+        if memory is None:
+            resolved = self.store.resolve_link(name)
+            memory = self.store.get(resolved) if resolved else None
+        if memory is not None and memory.type == "skill":
+            return memory
+        skill_paths = [m.rel_path for m in self.store.list("skill")]
+        words = [(word, 1.0) for word in query_words(name)]
+        if not skill_paths or not words:
+            return None
+        hits = self.index.search(words, limit=len(skill_paths), restrict_paths=skill_paths)
+        best = max(hits, key=lambda hit: hit.score, default=None)
+        return self.store.get(best.id) if best is not None and best.score > 0 else None
+
+    # --- writes (see writes.py for the safety rules) -------------------------------------
+    def save_memory(self, **fields: Any) -> Memory:
+        self._require_loaded()
+        result = writes.save_memory(self.root, self.store, self.config, **fields)
+        self.apply_changes([result.rel_path])
+        memory = self.store.get_by_path(result.rel_path)
+        if memory is None:
+            invalid = self.store.invalid.get(result.rel_path)
+            raise writes.WriteRefused(f"saved {result.rel_path} but it did not load: "
+                                      f"{invalid.reason if invalid else 'unknown reason'}")
+        return memory
+
+    def log_session(self, event: str, details: str | None = None) -> str:
+        self._require_loaded()
+        rel_path = writes.log_session(self.root, self.config, event, details)
+        self.apply_changes([rel_path])
+        return rel_path
+
+    # --- status ------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        by_type = Counter(m.type for m in list(self.store.memories.values()))
+        return {
+            "workspace": str(self.root),
+            "memories": len(self.store),
+            "by_type": dict(sorted(by_type.items())),
+            "invalid": len(self.store.invalid),
+            "index": self.index.info() if self.index is not None else None,
+            "state_dir": str(self.state_dir) if self.state_dir else None,
+            "token_counter": getattr(self.counter, "name", type(self.counter).__name__),
+            "semantic_scorer": getattr(self.semantic, "name", type(self.semantic).__name__),
+            "config_problems": list(self.problems),
+            "queries_logged": self.access_log.query_count() if self.access_log is not None else 0,
+        }

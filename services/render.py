@@ -1,0 +1,133 @@
+"""Rendering the chosen memories into one text that never exceeds the budget.
+
+Layout (stable, so agents and people learn where to look):
+
+    ## Rules                      rules and always_load memories, first
+    ### <id> (<type>, <tier>)
+    <text>
+
+    ## Memories                   the scored memories, best first
+    ### <id> (<type>, <tier>)
+    <text>
+
+    ## Catalog                    one line per further relevant memory, best first
+    - <id> (<type>): <l0>
+    - ... and N more memories not listed
+
+``Packer`` decides what fits while the query path adds blocks in priority
+order, charging each block (and its section heading the first time) with the
+token counter in use. Blocks are joined with newlines so no token spans two
+blocks; the final text is counted once more as a whole and, should a counter
+not be additive, the lowest-priority parts are dropped until it fits. So the
+budget holds under any counter, by construction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import Memory
+from .tokens import TokenCounter
+
+SECTION_RULES = "## Rules"
+SECTION_MEMORIES = "## Memories"
+SECTION_CATALOG = "## Catalog"
+SECTIONS = (SECTION_RULES, SECTION_MEMORIES, SECTION_CATALOG)
+SEPARATOR = "\n\n"
+
+
+def block_heading(memory: Memory, tier: str) -> str:
+    return f"### {memory.id} ({memory.type}, {tier})"
+
+
+def memory_block(memory: Memory, tier: str) -> str:
+    """A memory rendered at a tier: heading line plus the tier's text."""
+    text = memory.tier_text(tier).strip()
+    return f"{block_heading(memory, tier)}\n{text}" if text else block_heading(memory, tier)
+
+
+def catalog_line(memory: Memory) -> str:
+    l0 = " ".join(memory.l0.split())
+    return f"- {memory.id} ({memory.type}): {l0}" if l0 else f"- {memory.id} ({memory.type})"
+
+
+def more_line(count: int) -> str:
+    return f"- ... and {count:,} more {'memory' if count == 1 else 'memories'} not listed"
+
+
+@dataclass
+class Part:
+    """One rendered piece: a memory block or a catalog line, with its cost."""
+
+    section: str
+    text: str
+    tokens: int
+    memory_id: str | None = None
+    priority: float = 0.0          # lower is dropped first when the final check trims
+
+
+@dataclass
+class Packer:
+    """Greedy budget accounting shared by the tier choice and the final render."""
+
+    counter: TokenCounter
+    budget: int
+    parts: list[Part] = field(default_factory=list)
+    used: int = 0
+    _sections: set[str] = field(default_factory=set)
+
+    def cost(self, section: str, text: str, tokens: int | None = None) -> int:
+        """Tokens adding ``text`` to ``section`` would charge (heading included when new).
+
+        ``tokens`` is the text's own count when the caller has it cached.
+        """
+        own = self.counter.count(text) if tokens is None else tokens
+        total = own + (1 if self.parts else 0)   # +1 for the separator
+        if section not in self._sections:
+            total += self.counter.count(section) + 1
+        return total
+
+    def add(self, section: str, text: str, *, tokens: int | None = None, memory_id: str | None = None,
+            priority: float = 0.0, reserve: int = 0) -> Part | None:
+        """Add ``text`` if it fits under ``budget - reserve``; return the part or None."""
+        own = self.counter.count(text) if tokens is None else tokens
+        charge = self.cost(section, text, own)
+        if self.used + charge > self.budget - reserve:
+            return None
+        part = Part(section, text, own, memory_id, priority)
+        self.parts.append(part)
+        self._sections.add(section)
+        self.used += charge
+        return part
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - self.used
+
+
+def assemble(parts: list[Part]) -> str:
+    """Join parts under their section headings, sections in fixed order."""
+    chunks: list[str] = []
+    for section in SECTIONS:
+        texts = [p.text for p in parts if p.section == section]
+        if not texts:
+            continue
+        joiner = "\n" if section == SECTION_CATALOG else SEPARATOR
+        chunks.append(section + "\n" + joiner.join(texts))
+    return SEPARATOR.join(chunks)
+
+
+def finalize(parts: list[Part], counter: TokenCounter, budget: int) -> tuple[str, int, list[Part]]:
+    """Render ``parts``; drop lowest-priority parts until the whole text fits the budget.
+
+    Returns ``(text, tokens, kept_parts)``. With a budget of 0 (or less) the text is empty.
+    """
+    kept = list(parts)
+    if budget <= 0:
+        return "", 0, []
+    while True:
+        text = assemble(kept)
+        tokens = counter.count(text)
+        if tokens <= budget:
+            return text, tokens, kept
+        victim = min(range(len(kept)), key=lambda i: (kept[i].priority, -i))
+        kept.pop(victim)

@@ -1,0 +1,206 @@
+"""The six scoring signals, each in 0..1, and the weighted composite.
+
+semantic    how much of the query's meaning a memory covers. Today: keyword
+            coverage (IDF-weighted share of the query's concepts, a concept
+            being a query word or any of its synonyms; full credit when found
+            in the summary line, title, id or tags, 0.6 when only in the
+            body) plus phrase overlap
+            (adjacent query words found together). ``SemanticScorer`` is the
+            seam where an embedding model can replace it.
+bm25        Whoosh's BM25F score divided by the best score among the candidates.
+graph       0.5 * authority (PageRank over explicit links, 0..1) + 0.5 if the
+            memory is one hop from one of the top BM25 hits, + the community
+            bonus (``graph.community_bonus``, 0.08) when it shares a Leiden
+            community with a top hit; capped at 1.
+recency     0.5 ** (age_days / half_life[type]) from ``recency.half_life_days``.
+importance  the memory's own ``importance`` field.
+frequency   log-scaled L1/L2 loads in the access-log window, relative to the
+            most-loaded memory.
+
+The composite is the dot product with the intent's weight row, so each
+signal's weighted share is reported and the shares sum to the score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
+
+from .intent import ExpandedQuery
+from .model import SIGNALS, Memory
+
+GRAPH_AUTHORITY_SHARE = 0.5
+GRAPH_PROXIMITY_SHARE = 0.5
+GRAPH_SEEDS = 3                 # top BM25 hits whose neighbours and communities count
+COVERAGE_SHARE = 0.75           # semantic = 0.75 coverage + 0.25 phrase overlap (when phrases exist)
+DEFAULT_HALF_LIFE_DAYS = 90.0
+BODY_ONLY_CREDIT = 0.6          # a concept found only in the body counts 0.6, in the heading/tags 1.0
+
+
+@dataclass
+class Candidate:
+    """A memory being scored, with what the index said about it."""
+
+    memory: Memory
+    bm25_raw: float = 0.0
+    matched: frozenset[str] = frozenset()      # analysed query tokens found in it
+    heading: frozenset[str] = frozenset()      # ... found in its l0 / title / id / tags
+    reason: str = "scored"                       # scored | neighbour | rule | always_load
+    signals: dict[str, float] = field(default_factory=dict)
+    shares: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+@dataclass
+class QueryTerms:
+    """The query as the semantic scorer sees it."""
+
+    expanded: ExpandedQuery
+    group_tokens: list[frozenset[str]]          # analysed tokens per concept group
+    group_weights: list[float]                  # IDF weight per group (sums to 1)
+    phrases: list[str]                          # adjacent content-word pairs, lowercased
+
+
+class SemanticScorer(Protocol):
+    """Scores how well each candidate matches the query's meaning, 0..1.
+
+    An embedding-based scorer implements the same method (it may ignore
+    ``terms`` and embed ``terms.expanded.words`` itself).
+    """
+
+    name: str
+
+    def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]: ...
+
+
+def _memory_text_lower(memory: Memory) -> str:
+    return f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
+
+
+class KeywordOverlapScorer:
+    """Keyword coverage plus phrase overlap (no model; the default)."""
+
+    name = "keyword-overlap"
+
+    def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for cand in candidates:
+            coverage = 0.0
+            for tokens, weight in zip(terms.group_tokens, terms.group_weights):
+                if tokens & cand.heading:
+                    coverage += weight
+                elif tokens & cand.matched:
+                    coverage += BODY_ONLY_CREDIT * weight
+            if terms.phrases:
+                text = _memory_text_lower(cand.memory)
+                phrase = sum(1 for p in terms.phrases if p in text) / len(terms.phrases)
+                value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
+            else:
+                value = coverage
+            out[cand.memory.id] = max(0.0, min(1.0, value))
+        return out
+
+
+def build_query_terms(expanded: ExpandedQuery, analyze: Callable[[str], list[str]],
+                      idf: Callable[[str], float]) -> QueryTerms:
+    """Analyse each concept group and weight it by the IDF of its rarest token."""
+    group_tokens: list[frozenset[str]] = []
+    raw_weights: list[float] = []
+    for group in expanded.groups:
+        tokens = frozenset(t for word in group for t in analyze(word))
+        if not tokens:
+            continue
+        group_tokens.append(tokens)
+        primary = analyze(group[0]) or sorted(tokens)
+        raw_weights.append(max(max(idf(t) for t in primary), 0.05))
+    total = sum(raw_weights)
+    weights = [w / total for w in raw_weights] if total > 0 else []
+    content = [w for w in expanded.words if analyze(w)]
+    phrases = [f"{a} {b}" for a, b in zip(content, content[1:])]
+    return QueryTerms(expanded, group_tokens, weights, phrases)
+
+
+def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float]) -> float:
+    """Exponential decay by age with the type's half-life (future dates count as new)."""
+    when = memory.modified
+    if when is None:
+        when = datetime.fromtimestamp(memory.mtime, tz=timezone.utc).replace(tzinfo=None) if memory.mtime else None
+    if when is None:
+        return 0.0
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    age_days = max(0.0, (now - when).total_seconds() / 86400.0)
+    try:
+        half_life = float(half_lives.get(memory.type, DEFAULT_HALF_LIFE_DAYS))
+    except (TypeError, ValueError):
+        half_life = DEFAULT_HALF_LIFE_DAYS
+    if half_life <= 0:
+        return 0.0
+    return 0.5 ** (age_days / half_life)
+
+
+def graph_signals(candidates: Sequence[Candidate], authority: Mapping[str, float],
+                  neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None,
+                  community_bonus: float) -> dict[str, float]:
+    """Authority, proximity to the top BM25 hits, and the community bonus (see module doc)."""
+    ranked = sorted((c for c in candidates if c.bm25_raw > 0), key=lambda c: -c.bm25_raw)
+    seeds = [c.memory.id for c in ranked[:GRAPH_SEEDS]]
+    near: set[str] = set()
+    for seed in seeds:
+        near |= neighbours(seed)
+    seed_communities: set[int] = set()
+    if community_of:
+        seed_communities = {community_of[s] for s in seeds if s in community_of}
+    out: dict[str, float] = {}
+    for cand in candidates:
+        mid = cand.memory.id
+        value = GRAPH_AUTHORITY_SHARE * float(authority.get(mid, 0.0))
+        if mid in near:
+            value += GRAPH_PROXIMITY_SHARE
+        if seed_communities and community_of is not None and community_of.get(mid) in seed_communities:
+            value += community_bonus
+        out[mid] = min(1.0, value)
+    return out
+
+
+def compose(candidates: Iterable[Candidate], weights: Mapping[str, float]) -> None:
+    """Fill ``shares`` (weight × signal) and ``score`` (their sum) for each candidate."""
+    for cand in candidates:
+        cand.shares = {name: float(weights.get(name, 0.0)) * cand.signals.get(name, 0.0) for name in SIGNALS}
+        cand.score = sum(cand.shares.values())
+
+
+def normalise_weights(raw: Mapping[str, object] | None) -> dict[str, float]:
+    """A weight row from config: missing signals get 0, negatives 0, rescaled to sum to 1."""
+    row: dict[str, float] = {}
+    for name in SIGNALS:
+        try:
+            row[name] = max(0.0, float((raw or {}).get(name, 0.0)))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            row[name] = 0.0
+    total = sum(row.values())
+    if total <= 0:
+        return {name: 1.0 / len(SIGNALS) for name in SIGNALS}
+    return {name: value / total for name, value in row.items()}
+
+
+def score_candidates(candidates: Sequence[Candidate], *, terms: QueryTerms, weights: Mapping[str, float],
+                     semantic: SemanticScorer, authority: Mapping[str, float],
+                     neighbours: Callable[[str], set[str]], frequency: Mapping[str, float],
+                     half_lives: Mapping[str, float], now: datetime,
+                     community_of: Mapping[str, int] | None = None, community_bonus: float = 0.08) -> None:
+    """Compute all six signals and the composite for every candidate, in place."""
+    best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
+    sem = semantic.score(terms, candidates)
+    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus)
+    for cand in candidates:
+        mid = cand.memory.id
+        cand.signals = {
+            "semantic": sem.get(mid, 0.0),
+            "bm25": cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0,
+            "graph": graph.get(mid, 0.0),
+            "recency": recency_signal(cand.memory, now, half_lives),
+            "importance": max(0.0, min(1.0, float(cand.memory.importance))),
+            "frequency": max(0.0, min(1.0, float(frequency.get(mid, 0.0)))),
+        }
+    compose(candidates, weights)

@@ -1,0 +1,109 @@
+"""Shared by the MCP tests: a workspace with rules, skills, a protected memory, a
+symlinked folder that leaves the workspace and a symlink into ``sources/``;
+a disk snapshot to prove refusals change nothing; the refusal cases."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TOOLS = {"get_context", "save_memory", "get_skill", "log_session"}
+
+WORKSPACE_FILES = {
+    "08-rules/no-secrets.md": """\
+        ---
+        id: no-secrets
+        type: rule
+        l0: Never commit secrets or tokens to the repository
+        importance: 0.9
+        always_load: true
+        ---
+        Never commit secrets; use the vault.
+        """,
+    "04-skills/deploy-checklist.md": """\
+        ---
+        id: deploy-checklist
+        type: skill
+        l0: How to deploy the web app safely
+        tags: [deploy, release]
+        ---
+        # Deploy Checklist
+        Run the release checklist before each deploy.
+        <!-- L2 -->
+        1. Run the tests. 2. Tag the release. 3. Watch the error dashboards for ten minutes.
+        """,
+    "04-skills/rust-errors.md": """\
+        ---
+        id: rust-errors
+        type: skill
+        l0: Rust error handling with thiserror and anyhow
+        tags: [rust, errors]
+        ---
+        # Rust Error Handling
+        Libraries use thiserror; binaries use anyhow with context.
+        """,
+    "03-projects/apollo.md": """\
+        ---
+        id: apollo
+        type: project
+        l0: Apollo is the billing service rewrite in Rust
+        tags: [rust, billing]
+        related: [rust-errors]
+        ---
+        Apollo replaces the old billing service. Deploys go through the deploy checklist.
+        """,
+    "01-context/profile.md": """\
+        ---
+        id: profile
+        type: context
+        l0: Who the user is and how they like to work
+        protected: true
+        ---
+        Senior engineer; prefers short answers.
+        """,
+    "sources/paper.md": "# A source paper\nRead-only material.\n",
+}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file's bytes, outside the derived-state folder, following no symlinks."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if ".ctxos" in path.parts:
+            continue
+        if path.is_symlink():
+            out[rel] = b"-> " + os.readlink(path).encode()
+        elif path.is_file():
+            out[rel] = path.read_bytes()
+    return out
+
+
+
+def build_workspace(make_workspace, tmp_path: Path) -> Path:
+    root = make_workspace(WORKSPACE_FILES)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.md").write_text("outside the workspace\n")
+    # A type folder that is a symlink leaving the workspace, and a memory path that links into sources/.
+    resources = root / "05-resources"
+    if resources.exists():
+        for child in resources.iterdir():
+            child.unlink()
+        resources.rmdir()
+    resources.symlink_to(outside, target_is_directory=True)
+    (root / "07-tasks").mkdir(exist_ok=True)
+    (root / "07-tasks" / "linked.md").symlink_to(root / "sources" / "paper.md")
+    return root
+
+
+def refusal_cases(workspace: Path) -> list[tuple[dict, str]]:
+    base = {"content": "overwrite attempt", "l0": "overwrite attempt"}
+    return [
+        ({**base, "type": "context", "id": "profile", "expected_version": 1}, "protected"),
+        ({**base, "type": "skill", "id": "../sources/paper"}, "not allowed"),
+        ({**base, "type": "skill", "id": "/etc/passwd"}, "not allowed"),
+        ({**base, "type": "resource", "id": "victim"}, "leaves the workspace"),
+        ({**base, "type": "task", "id": "linked"}, "symlink"),
+        ({**base, "type": "skill", "id": "rust-errors"}, "expected_version"),
+        ({**base, "type": "skill", "id": "rust-errors", "expected_version": 7}, "changed since you read it"),
+    ]

@@ -1,0 +1,60 @@
+"""The benchmarks' small modes run end to end and write their JSON (speed targets are not asserted here)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_data
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_bench(script: str, out: Path, *extra: str) -> dict:
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--small", "--json", str(out), *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "|" in proc.stdout                      # a table was printed
+    return json.loads(out.read_text())
+
+
+def test_bench_engine_small(tmp_path):
+    shared_data("locomo-dev")
+    data = run_bench("bench_engine.py", tmp_path / "engine.json")
+    assert data["small"] is True and data["machine"]["cores"]
+    units = data["locomo"]["units"]
+    assert set(units) == {"dialog", "observation", "session"}
+    for unit in units.values():
+        assert unit["questions"] > 0
+        for key in ("bm25_r5", "bm25_r10", "composite_r5", "composite_r10", "budget_any_tier"):
+            assert 0.0 <= unit[key] <= 100.0
+        assert unit["composite_r10"] >= unit["composite_r5"]
+    scale = data["scale"]["300"]
+    assert scale["memories"] >= 290 and scale["query_ms_p95"] > 0 and scale["peak_rss_mb"] > 0
+
+
+def test_bench_tokens_small(tmp_path):
+    pytest.importorskip("bpe_openai")
+    shared_data("obsidian-help")
+    data = run_bench("bench_tokens.py", tmp_path / "tokens.json", "--encoding", "cl100k_base")
+    for corpus, stats in data["encodings"]["cl100k_base"].items():
+        assert stats["files"] > 0 and stats["bpe_tokens"] > 0, corpus
+
+
+def test_build_workspace_is_deterministic_and_loads(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    from corpora import build_workspace
+
+    shared_data("tldr")
+    ids_a = build_workspace(tmp_path / "a", 120, source="tldr")
+    ids_b = build_workspace(tmp_path / "b", 120, source="tldr")
+    assert ids_a == ids_b and len(set(ids_a)) == 120
+    from ctxos.services.engine import Engine
+
+    engine = Engine(tmp_path / "a")
+    engine.load()
+    assert len(engine.store) == 120 and not engine.invalid_files()
+    engine.close()

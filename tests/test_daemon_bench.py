@@ -1,0 +1,33 @@
+"""The daemon benchmark's small mode runs end to end (the full run's numbers are in docs/daemon.md)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_daemon.py"
+
+
+@pytest.mark.slow
+def test_bench_daemon_small(tmp_path: Path) -> None:
+    out = tmp_path / "bench_daemon.json"
+    run = subprocess.run([sys.executable, str(BENCH), "--small", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "save-to-searchable" in run.stdout and "socket get_context" in run.stdout
+    data = json.loads(out.read_text())
+    settings = data["settings"]
+    # (a few generated files may be skipped as invalid by the parser: count what was indexed)
+    assert data["small"] is True and 0.8 * settings["memories"] <= data["memories"] <= settings["memories"]
+    assert data["query"]["n"] == settings["clients"] * settings["queries_per_client"]
+    assert data["save_single"]["n"] == settings["single_edits"]
+    assert data["save_during_burst"]["n"] == settings["burst_probes"]
+    assert 0 < data["save_single"]["p50"] <= data["save_single"]["p95"]
+    assert 0 < data["query"]["p50"] <= data["query"]["p95"]
+    assert data["burst"]["all_searchable_s"] >= data["burst"]["all_listed_s"] > 0
+    assert data["idle"]["rss_mb"] > 0 and data["idle"]["cpu_s"] >= 0
+    assert data["query"]["engine_ms"]["n"] == data["query"]["n"]
+    assert data["machine"]["cores"] >= 1

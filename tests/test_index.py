@@ -1,0 +1,161 @@
+"""The Whoosh index: checksums, incremental updates, rename, rebuild, recovery, concurrent readers."""
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import pytest
+
+from ctxos.services.index import MemoryIndex, analyze
+from ctxos.services.model import Memory
+
+
+def mem(mid: str, body: str, *, path: str | None = None, l0: str | None = None, tags=(), kind="resource") -> Memory:
+    rel = path or f"05-resources/{mid}.md"
+    return Memory(id=mid, type=kind, rel_path=rel, path=Path("/ws") / rel, l0=l0 or f"About {mid}",
+                  l1=body, l2="", tags=list(tags), checksum=hashlib.sha256(f"{mid}|{body}|{rel}|{l0}".encode()).hexdigest())
+
+
+@pytest.fixture
+def index(tmp_path):
+    ix = MemoryIndex(tmp_path / "index")
+    assert ix.open() is True          # new index: the caller must build it
+    assert ix.recovered == "index missing"
+    yield ix
+    ix.close()
+
+
+def ids(hits):
+    return [h.id for h in hits]
+
+
+def test_stemming_finds_other_word_forms(index):
+    index.update([mem("deploys", "We deployed the service on Fridays"), mem("other", "Completely unrelated text")])
+    assert ids(index.search([("deploying", 1.0)], 10)) == ["deploys"]
+    assert analyze("Deploying services") == ["deploi", "servic"]
+
+
+def test_unchanged_checksum_is_skipped_and_changes_are_applied(index):
+    first = index.update([mem("a", "alpha text"), mem("b", "beta text")])
+    assert sorted(first.updated) == ["05-resources/a.md", "05-resources/b.md"]
+    again = index.update([mem("a", "alpha text"), mem("b", "beta text")])
+    assert again.updated == [] and again.unchanged == 2
+    changed = index.update([mem("a", "gamma text now")])
+    assert changed.updated == ["05-resources/a.md"]
+    assert ids(index.search([("gamma", 1.0)], 5)) == ["a"]
+    assert ids(index.search([("alpha", 1.0)], 5)) == []
+
+
+def test_delete_and_rename(index):
+    index.update([mem("a", "alpha text"), mem("b", "beta text")])
+    assert index.remove(["05-resources/b.md"]).removed == ["05-resources/b.md"]
+    assert ids(index.search([("beta", 1.0)], 5)) == []
+    assert index.remove(["05-resources/never.md"]).removed == []
+    moved = mem("a", "alpha text", path="03-projects/a.md")
+    index.rename("05-resources/a.md", moved)
+    hits = index.search([("alpha", 1.0)], 5)
+    assert [(h.id, h.path) for h in hits] == [("a", "03-projects/a.md")]
+    assert set(index.checksums()) == {"03-projects/a.md"}
+
+
+def test_rebuild_replaces_everything_in_one_commit(index):
+    index.update([mem("old", "stale words")])
+    result = index.rebuild([mem("n1", "fresh words"), mem("n2", "fresh words too")])
+    assert sorted(result.updated) == ["05-resources/n1.md", "05-resources/n2.md"]
+    assert ids(index.search([("stale", 1.0)], 5)) == []
+    assert sorted(ids(index.search([("fresh", 1.0)], 5))) == ["n1", "n2"]
+    assert index.doc_count() == 2
+
+
+def test_reopen_keeps_checksums(tmp_path):
+    ix = MemoryIndex(tmp_path / "index")
+    ix.open()
+    ix.update([mem("a", "alpha")])
+    ix.close()
+    again = MemoryIndex(tmp_path / "index")
+    assert again.open() is False and again.recovered is None
+    assert again.checksum_of("05-resources/a.md") == mem("a", "alpha").checksum
+    assert again.update([mem("a", "alpha")]).unchanged == 1
+    again.close()
+
+
+def test_corrupt_index_is_recreated(tmp_path):
+    ix = MemoryIndex(tmp_path / "index")
+    ix.open()
+    ix.update([mem("a", "alpha")])
+    ix.close()
+    for toc in (tmp_path / "index").glob("_memories_*.toc"):
+        toc.write_bytes(b"\x00garbage\xff" * 10)
+    again = MemoryIndex(tmp_path / "index")
+    assert again.open() is True
+    assert again.recovered and "unreadable" in again.recovered
+    assert len(again) == 0
+    again.update([mem("a", "alpha")])
+    assert ids(again.search([("alpha", 1.0)], 5)) == ["a"]
+    again.close()
+
+
+def test_schema_version_change_triggers_rebuild(tmp_path):
+    ix = MemoryIndex(tmp_path / "index")
+    ix.open()
+    ix.close()
+    (tmp_path / "index" / "ctxos-schema-version").write_text("0\n")
+    again = MemoryIndex(tmp_path / "index")
+    assert again.open() is True and again.recovered == "index schema changed"
+    again.close()
+
+
+def test_matched_terms_and_restriction(index):
+    index.update([mem("pg", "connection pool sizing", l0="Postgres pool", tags=["database"]),
+                  mem("redis", "cache eviction policy", l0="Redis cache")])
+    hits = index.search([("pool", 1.0), ("database", 0.6), ("cache", 1.0)], 10)
+    by_id = {h.id: h for h in hits}
+    assert by_id["pg"].matched >= {"pool", "databas"} and "cach" not in by_id["pg"].matched
+    only = index.search([("pool", 1.0), ("cache", 1.0)], 10, restrict_paths=["05-resources/redis.md"])
+    assert ids(only) == ["redis"]
+    assert index.search([("pool", 1.0)], 10, restrict_paths=[]) == []
+
+
+def test_readers_see_committed_state_while_one_writer_commits(index):
+    """Searching threads never fail or see an empty index while the writer commits 40 times."""
+    index.update([mem("stable", "anchor words always present")])
+    errors: list[BaseException] = []
+    seen_empty = []
+    stop = threading.Event()
+
+    def reader():
+        try:
+            while not stop.is_set():
+                if ids(index.search([("anchor", 1.0)], 5)) != ["stable"]:
+                    seen_empty.append(True)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(40):
+            index.update([mem(f"m{i}", f"churn number {i} words")])
+            if i % 10 == 9:
+                index.rebuild([mem("stable", "anchor words always present")]
+                              + [mem(f"m{j}", f"churn number {j}") for j in range(i)])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert not seen_empty
+    assert len(index.search([("churn", 1.0)], 100)) >= 39
+
+
+def test_single_updates_do_not_merge_every_commit(index):
+    for i in range(5):
+        index.update([mem(f"m{i}", f"text {i}")])
+    segments = index.info()["segments"]
+    assert 1 < segments <= 8            # small commits add segments; merged only past MAX_SEGMENTS
+    for i in range(5, 20):
+        index.update([mem(f"m{i}", f"text {i}")])
+    assert index.info()["segments"] <= 9
+    assert index.doc_count() == 20

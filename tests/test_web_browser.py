@@ -1,0 +1,256 @@
+"""The web view in real headless Chromium, against a real daemon process.
+
+Playwright for Python drives Debian's ``/usr/bin/chromium`` (``executable_path``;
+no browser download). Why Playwright rather than Selenium: its auto-waiting
+locators and ``wait_for_function`` make the checks on a live page (events
+arriving, the graph laying out) deterministic without sleeps, and it needs no
+separate driver binary matching the browser version (Selenium would need
+Debian's ``chromium-driver`` too).
+
+Each view is screenshotted to ``test-artifacts/web/`` (or ``$CTXOS_TEST_ARTIFACTS/web``);
+the path is printed. The module is skipped, with the reason, where Chromium or
+Playwright is not installed (``.ci/run`` installs both).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
+from web_helpers import artifacts_dir, build_workspace, http
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 15_000
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install -y chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    root = build_workspace(tmp_path_factory.mktemp("web") / "ws")
+    proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True, debounce_ms=50)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def url(daemon: DaemonProcess) -> str:
+    base = daemon.http_url
+    assert base, f"the daemon serves no HTTP:\n{daemon.output()[-3000:]}"
+    return base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}")
+          if not req.url.endswith("/api/events") else None)
+    yield pg
+    context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def screenshot(pg: Any, name: str) -> Path:
+    path = artifacts_dir() / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+def api(url: str, method: str, path: str, body: Any = None) -> Any:
+    result = http(method, url + path, body)
+    assert result.status < 400, result.body
+    return result.json()
+
+
+def test_simulate_view_shows_memories_with_tiers(page: Any, url: str) -> None:
+    query = "rust error handling with anyhow"
+    page.goto(url + "/#/simulate")
+    page.wait_for_function("document.querySelector('#sim-intent').options.length > 1")
+    page.fill("#sim-query", query)
+    page.fill("#sim-budget", "1500")
+    page.click("#sim-run")
+    page.wait_for_selector("#sim-table tr[data-id='rust-error-handling']")
+    expected = api(url, "POST", "/api/simulate", {"query": query, "budget_tokens": 1500})
+    rows = page.locator("#sim-table tbody tr[data-id]")
+    assert rows.count() == len(expected["selected"])
+    shown = [(rows.nth(i).get_attribute("data-id"), rows.nth(i).locator(".tier").inner_text())
+             for i in range(rows.count())]
+    assert shown == [(s["id"], s["tier"]) for s in expected["selected"]]
+    assert ("rust-error-handling", "L2") in shown and shown[0][0] == "no-secrets"
+    top = page.locator("#sim-table tr[data-id='rust-error-handling']")
+    assert top.locator("td").nth(3).inner_text() == str(next(s["tokens"] for s in expected["selected"]
+                                                             if s["id"] == "rust-error-handling"))
+    assert top.locator(".stack i").count() >= 3                     # several signals contribute
+    assert page.locator("#sim-intent-detected").inner_text() == expected["intent"]
+    # The rendered context, one click away.
+    assert not page.is_visible("#sim-rendered")
+    page.click("#sim-show-rendered")
+    assert page.is_visible("#sim-rendered")
+    assert page.locator("#sim-rendered").inner_text().strip() == expected["rendered"].strip()
+    screenshot(page, "1-simulate")
+
+
+def test_graph_renders_every_memory(page: Any, url: str) -> None:
+    graph = api(url, "GET", "/api/graph")
+    memories = api(url, "GET", "/api/memories")["memories"]
+    page.goto(url + "/#/graph")
+    page.wait_for_function("document.querySelector('#graph-canvas').dataset.nodes !== undefined")
+    assert page.evaluate("state.cy.nodes().length") == len(graph["nodes"]) == len(memories)
+    assert page.evaluate("state.cy.edges().length") == len(graph["edges"])
+    communities = {n["community"] for n in graph["nodes"]}
+    assert page.locator("#graph-legend > span").count() == len(communities)
+    # Coloured by community: the Rust cluster shares one colour, the baking one another.
+    colour = "(id) => state.cy.$id(id).data('colour')"
+    assert page.evaluate(colour, "rust-async") == page.evaluate(colour, "rust-testing")
+    assert page.evaluate(colour, "rust-async") != page.evaluate(colour, "sourdough")
+    screenshot(page, "2-graph-by-community")
+    page.click("#graph-colour button[data-colour='type']")
+    assert page.evaluate(colour, "rust-async") == page.evaluate(colour, "rust-testing")   # both skills
+    assert page.evaluate(colour, "sourdough") != page.evaluate(colour, "flour-choice")    # resource vs decision
+    screenshot(page, "3-graph-by-type")
+    # Click a node on the canvas, then through to the memory.
+    box = page.locator("#graph-canvas").bounding_box()
+    pos = page.evaluate("state.cy.$id('sourdough').renderedPosition()")
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.wait_for_selector("#graph-node h4:has-text('sourdough')")
+    page.click("#graph-open")
+    page.wait_for_function("document.querySelector('#ed-id').value === 'sourdough'")
+    assert page.url.endswith("#/memories/sourdough")
+    assert "Sourdough bread" in page.input_value("#ed-l0")
+
+
+def test_governance_action_changes_the_files(page: Any, url: str, daemon: DaemonProcess) -> None:
+    page.goto(url + "/#/governance")
+    decay = page.locator(".card[data-kind='decay']")
+    decay.wait_for()
+    assert "old-laptop-setup" in decay.inner_text()
+    assert page.locator(".card").count() == len(api(url, "GET", "/api/governance")["findings"])
+    screenshot(page, "4-governance")
+    # Archive the decayed memory: the file moves to _archive/ and the finding goes away.
+    decay.locator("button[data-action='archive']").click()
+    decay.wait_for(state="detached")
+    assert not (daemon.root / "01-context/old-laptop-setup.md").exists()
+    assert (daemon.root / "_archive/01-context/old-laptop-setup.md").is_file()
+    # Dismiss the expired scratch finding: it stays dismissed (recorded in .ctxos/).
+    scratch = page.locator(".card[data-kind='scratch_expired']")
+    fingerprint = scratch.get_attribute("data-finding")
+    scratch.locator("button[data-action='dismiss']").click()
+    scratch.wait_for(state="detached")
+    assert fingerprint in json.loads((daemon.root / ".ctxos/dismissed.json").read_text())
+    assert (daemon.root / "09-scratch/todo-scratch.md").is_file()       # dismissing keeps the file
+    assert page.locator("#gov-count").inner_text() == str(page.locator(".card").count())
+
+
+def test_health_badge_and_parts(page: Any, url: str) -> None:
+    health = api(url, "GET", "/api/health")
+    page.goto(url + "/#/health")
+    page.wait_for_selector(".part[data-part='cleanliness']")
+    assert page.locator("#health-badge").inner_text() == f"health {health['score']}"
+    assert page.locator("#health-score").inner_text().startswith(str(health["score"]))
+    names = [page.locator(".part").nth(i).get_attribute("data-part") for i in range(page.locator(".part").count())]
+    assert names == [p["name"] for p in health["parts"]]
+    assert "05-resources/broken.md" in page.locator("#health-invalid").inner_text()
+    screenshot(page, "5-health")
+
+
+def test_editor_saves_and_follows_the_file_on_disk(page: Any, url: str, daemon: DaemonProcess) -> None:
+    path = daemon.root / "04-skills/rust-testing.md"
+    page.goto(url + "/#/memories/rust-testing")
+    page.wait_for_function("document.querySelector('#ed-id').value === 'rust-testing'")
+    assert page.locator("#mem-list li").count() == len(api(url, "GET", "/api/memories")["memories"])
+
+    # Edit in the page: the file on disk changes, version-checked.
+    page.fill("#ed-l0", "Testing Rust crates: unit, integration and doc tests.")
+    page.fill("#ed-tags", "rust, testing, doctest")
+    page.click("#ed-save")
+    page.wait_for_selector("#ed-note:has-text('Saved')")
+    text = path.read_text()
+    assert "l0: 'Testing Rust crates: unit, integration and doc tests.'" in text or \
+        "l0: \"Testing Rust crates: unit, integration and doc tests.\"" in text or \
+        "l0: Testing Rust crates: unit, integration and doc tests." in text
+    assert "version: 2" in text and "doctest" in text
+    assert "version 2" in page.inner_text("#ed-meta")
+
+    # Someone edits the file elsewhere: the page reloads it by itself.
+    path.write_text(text.replace("cargo test runs both kinds.", "cargo test runs unit, integration and doc tests."))
+    page.wait_for_function("document.querySelector('#ed-l1').value.includes('unit, integration and doc tests')")
+    assert "changed on disk" in page.inner_text("#ed-note")
+    screenshot(page, "6-editor-reloaded")
+
+    # Unsaved changes in the page + another edit on disk: the page warns, and saving is refused.
+    page.fill("#ed-l0", "My unsaved summary")
+    on_disk = path.read_text().replace("Put unit tests", "Always put unit tests")
+    path.write_text(on_disk)
+    page.wait_for_selector("#ed-note.conflict")
+    page.click("#ed-save")
+    page.wait_for_selector("#ed-note:has-text('Not saved')")
+    assert path.read_text() == on_disk
+    assert re.search(r"changed since you read it", page.inner_text("#ed-note"))
+    screenshot(page, "7-editor-conflict")
+    page.click("#ed-note button")                                      # load the version on disk
+    page.wait_for_function("document.querySelector('#ed-l1').value.includes('Always put unit tests')")
+
+
+def test_new_memory_from_the_page(page: Any, url: str, daemon: DaemonProcess) -> None:
+    page.goto(url + "/#/memories")
+    page.wait_for_selector("#mem-list li")
+    page.click("#mem-new")
+    page.select_option("#ed-type", "decision")
+    page.fill("#ed-id", "bake-on-sundays")
+    page.fill("#ed-l0", "We bake bread on Sundays.")
+    page.fill("#ed-l2", "The oven is free and the starter is fed on Saturday night.")
+    page.click("#ed-save")
+    page.wait_for_selector("#ed-note:has-text('Saved')")
+    target = daemon.root / "06-decisions/bake-on-sundays.md"
+    assert target.is_file() and "starter is fed" in target.read_text()
+    page.wait_for_selector("#mem-list li[data-id='bake-on-sundays']")
+    assert page.url.endswith("#/memories/bake-on-sundays")
+
+
+def test_page_works_with_a_token(browser: Any, tmp_path: Path) -> None:
+    """With daemon.http_token set, ``/?token=...`` once is enough: API calls and the event stream carry it."""
+    root = build_workspace(tmp_path / "ws", extra_config="daemon:\n  http_token: page-token-123\n")
+    proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True)
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(TIMEOUT_MS)
+        pg.goto(proc.http_url + "/?token=page-token-123#/simulate")
+        pg.wait_for_function("document.querySelector('#workspace-path').textContent.length > 0")
+        assert "token=" not in pg.url                                   # taken out of the address bar
+        assert pg.locator("#workspace-path").inner_text() == str(root.resolve())
+        pg.wait_for_selector("#live-indicator[data-state='on']")      # /api/events accepted the token
+        pg.fill("#sim-query", "sourdough starter")
+        pg.click("#sim-run")
+        pg.wait_for_selector("#sim-table tr[data-id='sourdough']")
+    finally:
+        context.close()
+        proc.stop()
