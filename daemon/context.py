@@ -71,6 +71,12 @@ class DaemonContext:
         self._ready_flag = threading.Event()
         self._ready_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._graph_refresh: asyncio.Task | None = None
+        self._graph_refresh_again = False
+        if mode == "daemon" and hasattr(engine, "allow_stale_graph"):
+            # Queries serve the last link graph; it is rebuilt after each change batch
+            # (schedule_graph_refresh), so no query pays for the rebuild.
+            engine.allow_stale_graph = True
 
     # ------------------------------------------------------------ config
 
@@ -108,6 +114,9 @@ class DaemonContext:
         self._ready_flag.set()
         if self._ready_event is not None:
             self._ready_event.set()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.schedule_graph_refresh)   # build the first graph before a query needs it
 
     async def wait_ready(self) -> None:
         if self._ready_flag.is_set():
@@ -161,8 +170,33 @@ class DaemonContext:
         if callback in self._listeners:
             self._listeners.remove(callback)
 
+    def schedule_graph_refresh(self) -> None:
+        """On the loop: rebuild the engine's link graph on the read pool, off the query path.
+
+        Coalesced: one refresh runs at a time, and changes that arrive while it
+        runs cause exactly one more. Only when the engine serves a stale graph.
+        """
+        refresh = getattr(self.engine, "refresh_graph", None)
+        if not getattr(self.engine, "allow_stale_graph", False) or not callable(refresh):
+            return
+        if self._graph_refresh is not None and not self._graph_refresh.done():
+            self._graph_refresh_again = True
+            return
+        self._graph_refresh = asyncio.get_running_loop().create_task(self._refresh_graph_loop(refresh))
+
+    async def _refresh_graph_loop(self, refresh: Callable[[], Any]) -> None:
+        while True:
+            self._graph_refresh_again = False
+            try:
+                await self.run_read(refresh)
+            except Exception:  # noqa: BLE001 - queries keep the old graph; the next change retries
+                log.exception("refreshing the link graph failed")
+            if not self._graph_refresh_again:
+                return
+
     async def notify_change(self, summary: Any) -> None:
         """Call every listener with ``summary`` (on the loop; in registration order)."""
+        self.schedule_graph_refresh()
         for callback in list(self._listeners):
             try:
                 result = callback(summary)
@@ -174,7 +208,10 @@ class DaemonContext:
     def publish_change(self, summary: Any) -> None:
         """Thread-safe: schedule :meth:`notify_change` from any thread (e.g. an RPC write handler)."""
         loop = self._loop
-        if loop is None or loop.is_closed() or not self._listeners:
+        if loop is None or loop.is_closed():
+            return
+        if not self._listeners:
+            loop.call_soon_threadsafe(self.schedule_graph_refresh)
             return
 
         def _schedule() -> None:

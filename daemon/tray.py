@@ -463,9 +463,14 @@ class TrayRunner:
             icon.visible = True
             if is_xorg_icon(icon):
                 self.app.xorg = XorgAssist(icon, on_click=lambda: icon())   # icon(): the default menu item
+                if not self.app.xorg.ensure_embedded():
+                    raise RuntimeError("the system tray on this display did not embed the icon")
         except Exception as exc:  # noqa: BLE001 - e.g. xorg with no system tray on the display
             self._finish(f"failed: could not dock the icon ({type(exc).__name__}: {exc})")
-            icon.stop()
+            if self.app.xorg is not None:
+                self.app.xorg.destroy()
+            else:
+                icon.stop()
             return
         self._finish("shown")
         self._refresher = threading.Thread(target=self._refresh_loop, name="ctxos-tray-refresh", daemon=True)

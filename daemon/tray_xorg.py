@@ -119,6 +119,52 @@ class XorgAssist:
         except Exception as exc:  # noqa: BLE001 - e.g. the window is gone
             log.debug("tray: painting the icon: %r", exc)
 
+    def is_embedded(self) -> bool:
+        """True once the system tray has reparented the icon window (it is no longer a child of the root)."""
+        result: list[bool] = []
+
+        def check(window: Any) -> None:
+            tree = window.query_tree()
+            result.append(tree.parent.id != tree.root.id)
+
+        self._request(check)
+        return bool(result and result[0])
+
+    def ensure_embedded(self, attempts: int = 3, wait_s: float = 2.0) -> bool:
+        """Wait for the tray to embed the icon; re-send the dock request a bounded number of times.
+
+        Seen here: trayer sometimes ignores pystray's one dock request, and the
+        icon stays an unmapped 1x1 window on the root that nobody sees.
+        """
+        import time
+
+        from Xlib import X
+        from Xlib.protocol import event as xevent
+
+        for attempt in range(attempts):
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.is_embedded():
+                    return True
+                time.sleep(0.05)
+            if attempt == attempts - 1:
+                break
+            log.info("tray: the system tray has not embedded the icon yet; asking again")
+
+            def request_dock(window: Any) -> None:
+                d = self._send
+                selection = d.intern_atom(f"_NET_SYSTEM_TRAY_S{d.get_default_screen()}")
+                owner = d.get_selection_owner(selection)
+                if owner == X.NONE:
+                    return
+                opcode = d.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
+                message = xevent.ClientMessage(window=owner, client_type=opcode,
+                                               data=(32, (X.CurrentTime, 0, self.window_id, 0, 0)))
+                owner.send_event(message, event_mask=X.NoEventMask)
+
+            self._request(request_dock)
+        return False
+
     def set_title(self, title: str) -> None:
         self.icon._title = title
         self._request(lambda w: w.set_wm_name(title.encode("latin-1", "replace").decode("latin-1")))

@@ -183,6 +183,7 @@ class WatcherComponent:
         self._flush_task: asyncio.Task[None] | None = None
         self._ready_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._paused = False                      # events are collected but not applied while paused
         self._in_flight = 0
         self._in_flight_since: float | None = None
         self._stats: dict[str, Any] = {
@@ -212,6 +213,8 @@ class WatcherComponent:
             raise
         self._observer = observer
         ctx.add_status_provider("watcher", self.status)
+        ctx.rpc.register("pause_watching", self._rpc_pause)
+        ctx.rpc.register("resume_watching", self._rpc_resume)
         self._ready_task = asyncio.create_task(self._after_ready())   # keep a reference: tasks are weakly held
         log.info("watching %s (debounce %d ms)", ctx.root, round(ctx.debounce_seconds() * 1000))
 
@@ -267,6 +270,32 @@ class WatcherComponent:
         except RuntimeError:
             pass
 
+    # ------------------------------------------------------------ pause / resume (tray, RPC)
+
+    def _rpc_pause(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        return self._set_paused_from_thread(True)
+
+    def _rpc_resume(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        return self._set_paused_from_thread(False)
+
+    def _set_paused_from_thread(self, paused: bool) -> dict[str, Any]:
+        """RPC handlers run on worker threads; the flag and the timer belong to the loop."""
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._set_paused(paused), self._loop).result(timeout=10)
+        return {"paused": self._paused, "pending_events": self.pending_count()}
+
+    async def _set_paused(self, paused: bool) -> None:
+        """Pausing keeps collecting events (cheap) but applies none; resuming applies them as one batch."""
+        if paused == self._paused:
+            return
+        self._paused = paused
+        log.info("watching %s", "paused: changes are collected, not indexed" if paused else "resumed")
+        if paused and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not paused:
+            self._schedule()
+
     # ------------------------------------------------------------ on the loop
 
     def _add(self, paths: Iterable[str]) -> None:
@@ -293,7 +322,7 @@ class WatcherComponent:
         Fires ``debounce`` after the *latest* event (a burst is one batch),
         but no later than ``max_delay`` after the oldest pending one.
         """
-        if self._stopping or self.ctx is None or self._loop is None or not self.ctx.ready:
+        if self._stopping or self._paused or self.ctx is None or self._loop is None or not self.ctx.ready:
             return
         if self._flush_task is not None and not self._flush_task.done():
             return  # the running flush reschedules when it finishes
@@ -458,6 +487,7 @@ class WatcherComponent:
             "pending_events": self.pending_count(),
             "index_lag_ms": self.index_lag_ms(),
             "applying": self._in_flight != 0,
+            "paused": self._paused,
             **dict(self._stats),
             "last_batch": self._last_batch,
             "recent_batches": list(self._recent),

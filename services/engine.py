@@ -98,6 +98,9 @@ class Engine:
         self._generation = 0
         self._derived_lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
+        # The daemon sets this: queries then use the last built graph and the
+        # daemon calls refresh_graph() after each change batch (see graph()).
+        self.allow_stale_graph = False
         self._pinned: tuple[int, list[str]] | None = None
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
         self._community_override: Mapping[str, int] | None = None
@@ -348,7 +351,32 @@ class Engine:
 
     # --- derived state used by the query path ----------------------------------------
     def graph(self) -> LinkGraph:
-        """The link graph for the current store (rebuilt lazily after changes)."""
+        """The link graph for the current store (rebuilt lazily after changes).
+
+        With ``allow_stale_graph`` (the daemon sets it) a graph built for an
+        older generation is served as is, and the owner calls
+        ``refresh_graph()`` off the query path after each change batch: a query
+        never pays for the rebuild, at the price of neighbours and authority
+        lagging a change by one refresh (BM25 and the memories themselves are
+        always current, and ids the store no longer holds are skipped).
+        """
+        cached = self._graph
+        if cached is not None and (cached[0] == self._generation or self.allow_stale_graph):
+            return cached[1]
+        return self.refresh_graph()
+
+    def graph_is_stale(self) -> bool:
+        """True when the cached graph (if any) predates the last change."""
+        cached = self._graph
+        return cached is None or cached[0] != self._generation
+
+    def refresh_graph(self) -> LinkGraph:
+        """Build the graph for the current generation unless it is already built; return it.
+
+        Safe beside queries and one writer: it builds from a snapshot of the
+        store and swaps the cached tuple in one assignment. The community map
+        read from disk (when no one set one) follows the same generation.
+        """
         cached = self._graph
         if cached is not None and cached[0] == self._generation:
             return cached[1]
@@ -361,7 +389,9 @@ class Engine:
             graph = build_graph(list(self.store.memories.values()), self.store.resolve_link,
                                 min_shared_tags=min_shared)
             self._graph = (generation, graph)
-            return graph
+        if self.allow_stale_graph and self._community_override is None:
+            self._load_communities()
+        return graph
 
     def pinned_ids(self) -> list[str]:
         """Rules and always_load memories: always candidates, rendered first."""
@@ -382,8 +412,12 @@ class Engine:
         if self._community_override is not None:
             return self._community_override
         cached = self._communities
-        if cached is not None and cached[0] == self._generation:
+        if cached is not None and (cached[0] == self._generation or self.allow_stale_graph):
             return cached[1]
+        return self._load_communities()
+
+    def _load_communities(self) -> Mapping[str, int] | None:
+        generation = self._generation
         mapping: Mapping[str, int] | None = None
         try:
             from .communities import load_communities
@@ -392,7 +426,7 @@ class Engine:
             mapping = cmap.community_of() if cmap is not None else None
         except Exception as exc:  # a damaged cache file must not break queries
             log.warning("communities unavailable: %s", exc)
-        self._communities = (self._generation, mapping)
+        self._communities = (generation, mapping)
         return mapping
 
     def catalog_tokens(self, memory: Memory) -> int:

