@@ -221,7 +221,9 @@ def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key, label in RATIO_FIELDS:
             if cell.get(key) and ours.get(key):
                 row[label] = float(f"{cell[key] / ours[key]:.3g}")
-        out.append(row)
+        if len(row) > 2:
+            out.append(row)
+    out.sort(key=lambda r: (_corpus_order(r["corpus"]), _system_order(r["peer"])))
     return out
 
 
@@ -367,8 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         data = merge(args.merge)
         data["corpus_cells"].sort(key=lambda c: (_corpus_order(c["corpus"]), _system_order(c["system"])))
         data["locomo_cells"].sort(key=lambda c: (UNITS.index(c["unit"]), _system_order(c["system"])))
-        data["corpus_cells"] = [_skipped_cell(c["system"], c["corpus"], c["files"], _cap_of(c), data["corpus_cells"])
-                                if "skipped" in c else c for c in data["corpus_cells"]]
+        data["corpus_cells"] = [_skipped_cell(c["system"], c["corpus"], c["files"], _cap_of(c), data["corpus_cells"],
+                                              CAP_NOTES.get(c["system"], "")) if "skipped" in c else c
+                                for c in data["corpus_cells"]]
         data["ratios"] = ratios(data["corpus_cells"])
         data["scale_curve"] = scale_curve(data["corpus_cells"])
         print_report(data)
@@ -461,9 +464,9 @@ def main(argv: list[str] | None = None) -> int:
 
 CAP_NOTES = {
     "ctxos-daemon": ("; on its first start over the generated 50,000-memory workspace the daemon archives "
-                     "the ~6,000 expired scratch memories one file at a time (scratch expiry job), which "
-                     "kept it busy for over 10 minutes here; the in-process 'ctxos' row has the engine's "
-                     "numbers at that size"),
+                     "its ~6,300 expired scratch memories one file at a time (scratch-expiry job): measured "
+                     "once with --daemon-max-docs 0, it was ready after 178 s but settled only 607 s later, "
+                     "with a peak RSS of 3.1 GB (see PEERS.md)"),
 }
 CAP_FLAGS = {"basic-memory": "--basic-memory-max-docs", "ctxos-daemon": "--daemon-max-docs"}
 

@@ -130,7 +130,7 @@ class XorgAssist:
         self._request(check)
         return bool(result and result[0])
 
-    def ensure_embedded(self, attempts: int = 3, wait_s: float = 2.0) -> bool:
+    def ensure_embedded(self, attempts: int = 5, wait_s: float = 3.0) -> bool:
         """Wait for the tray to embed the icon; re-send the dock request a bounded number of times.
 
         Seen here: trayer sometimes ignores pystray's one dock request, and the

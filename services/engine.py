@@ -350,18 +350,20 @@ class Engine:
                              paths=sorted(m.rel_path for m in self.store.memories.values()))
 
     # --- derived state used by the query path ----------------------------------------
-    def graph(self) -> LinkGraph:
+    def graph(self, *, stale_ok: bool = False) -> LinkGraph:
         """The link graph for the current store (rebuilt lazily after changes).
 
-        With ``allow_stale_graph`` (the daemon sets it) a graph built for an
-        older generation is served as is, and the owner calls
-        ``refresh_graph()`` off the query path after each change batch: a query
-        never pays for the rebuild, at the price of neighbours and authority
-        lagging a change by one refresh (BM25 and the memories themselves are
-        always current, and ids the store no longer holds are skipped).
+        ``stale_ok`` (the query path passes it) with ``allow_stale_graph``
+        (the daemon sets it): a graph built for an older generation is served
+        as is, and the owner calls ``refresh_graph()`` off the query path
+        after each change batch. A query then never pays for the rebuild, at
+        the price of neighbours and authority lagging a change by one refresh
+        (BM25 and the memories themselves are always current, and ids the
+        store no longer holds are skipped). Every other caller (communities,
+        graph views, governance) gets the current graph.
         """
         cached = self._graph
-        if cached is not None and (cached[0] == self._generation or self.allow_stale_graph):
+        if cached is not None and (cached[0] == self._generation or (stale_ok and self.allow_stale_graph)):
             return cached[1]
         return self.refresh_graph()
 
@@ -407,12 +409,16 @@ class Engine:
         """Give the scorer a community map (the communities module / daemon calls this)."""
         self._community_override = mapping
 
-    def community_of(self) -> Mapping[str, int] | None:
-        """Community per memory id, for the +community_bonus graph signal; None when unknown."""
+    def community_of(self, *, stale_ok: bool = False) -> Mapping[str, int] | None:
+        """Community per memory id, for the +community_bonus graph signal; None when unknown.
+
+        ``stale_ok``: as for ``graph()``, the map read for an older generation
+        may be served (``refresh_graph`` re-reads it).
+        """
         if self._community_override is not None:
             return self._community_override
         cached = self._communities
-        if cached is not None and (cached[0] == self._generation or self.allow_stale_graph):
+        if cached is not None and (cached[0] == self._generation or (stale_ok and self.allow_stale_graph)):
             return cached[1]
         return self._load_communities()
 

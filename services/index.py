@@ -15,6 +15,11 @@ one step instead of seeing an empty index.
 Single-file updates commit without merging (``merge=False``); segments are
 merged only once more than ``MAX_SEGMENTS`` have piled up, so a save in the
 daemon costs milliseconds instead of a merge of the whole index.
+
+Searching: Whoosh's matcher tree (a Python object per posting step) was most
+of a query's cost, so each query word's BM25F scores are computed once per
+index generation with Whoosh's own scorer and summed from arrays after that
+(``_PostingCache``); results equal a Whoosh search.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ MAX_SEGMENTS = 8             # merge small segments once there are more than thi
 WRITER_TIMEOUT_S = 10.0      # wait this long for another writer's lock
 COMMON_TERM_SHARE = 0.2      # words in more than this share of memories skip the top-K walk
 COMMON_TERM_MIN_DOCS = 50    # ... but never below this many documents
+GENERATION_CHECK_S = 1.0      # readers look for other processes' commits at most this often
 POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
 
 _ANALYZER = StemmingAnalyzer()
@@ -122,6 +128,7 @@ class MemoryIndex:
         self._checksums: dict[str, str] = {}
         self._local = threading.local()
         self._segments = 0
+        self._commits = 0
         self._postings: _PostingCache | None = None
         self.recovered: str | None = None     # why the index was recreated at open, if it was
 
@@ -148,7 +155,7 @@ class MemoryIndex:
                 with ix.searcher() as searcher:
                     self._checksums = {f["path"]: f.get("checksum", "") for f in searcher.all_stored_fields()}
                 self._ix = ix
-                self._count_segments()
+                self._committed()
                 return False
         except Exception as exc:  # whoosh raises many kinds on a damaged index
             log.warning("index at %s unreadable (%s); rebuilding from files", self.dir, exc)
@@ -174,7 +181,7 @@ class MemoryIndex:
         self._ix = whoosh_index.create_in(str(self.dir), build_schema(), indexname=INDEX_NAME)
         (self.dir / SCHEMA_VERSION_FILE).write_text(SCHEMA_VERSION + "\n")
         self._checksums = {}
-        self._count_segments()
+        self._committed()
 
     @property
     def ix(self) -> whoosh_index.Index:
@@ -223,7 +230,7 @@ class MemoryIndex:
             raise
         many_segments = len(getattr(writer, "segments", ())) >= MAX_SEGMENTS
         writer.commit(merge=many_segments)
-        self._count_segments()
+        self._committed()
         for path in removals:
             self._checksums.pop(path, None)
         for memory in changed:
@@ -253,23 +260,35 @@ class MemoryIndex:
             writer.cancel()
             raise
         writer.commit(mergetype=CLEAR)
-        self._count_segments()
+        self._committed()
         self._checksums = checksums
         return IndexUpdate(updated=sorted(checksums))
 
     # --- reading -----------------------------------------------------------------
     def _searcher(self):
-        """This thread's searcher, refreshed to the last committed generation."""
-        searcher = getattr(self._local, "searcher", None)
+        """This thread's searcher, refreshed to the last committed generation.
+
+        Whether a newer generation exists is asked of the index folder (a
+        directory listing) only when this object committed since the thread's
+        last check, or at most every ``GENERATION_CHECK_S`` otherwise (a
+        commit by another process); a query asks several times.
+        """
+        local = self._local
+        searcher = getattr(local, "searcher", None)
+        now = time.monotonic()
         if searcher is None:
             searcher = self.ix.searcher()
-        elif self.ix.latest_generation() != searcher.reader().generation():
-            # A new searcher rather than Searcher.refresh(): whoosh-reloaded 2.7.5's
-            # reader reuse keeps segments the new generation dropped and stale
-            # deletion sets (tests/test_index.py::test_delete_and_rename).
-            searcher.close()
-            searcher = self.ix.searcher()
-        self._local.searcher = searcher
+        elif (getattr(local, "commits", None) != self._commits
+              or now - getattr(local, "checked", 0.0) > GENERATION_CHECK_S):
+            if self.ix.latest_generation() != searcher.reader().generation():
+                # A new searcher rather than Searcher.refresh(): whoosh-reloaded 2.7.5's
+                # reader reuse keeps segments the new generation dropped and stale
+                # deletion sets (tests/test_index.py::test_delete_and_rename).
+                searcher.close()
+                searcher = self.ix.searcher()
+        else:
+            return searcher
+        local.searcher, local.commits, local.checked = searcher, self._commits, now
         return searcher
 
     def _term_queries(self, terms: Sequence[tuple[str, float]]) -> list[tuple[tuple[str, ...], Term]]:
@@ -356,7 +375,7 @@ class MemoryIndex:
 
     def _posting_cache(self, searcher) -> "_PostingCache":
         """The cache for the searcher's generation (a new, empty one after each commit)."""
-        generation = searcher.reader().generation()
+        generation = (id(self._ix), searcher.reader().generation())   # a recreated index restarts numbering
         cache = self._postings
         if cache is None or cache.generation != generation:
             cache = _PostingCache(generation)
@@ -393,6 +412,11 @@ class MemoryIndex:
     def doc_count(self) -> int:
         return self._searcher().doc_count()
 
+    def _committed(self) -> None:
+        """After every commit (and open): readers re-check the generation, status gets fresh counts."""
+        self._commits += 1
+        self._count_segments()
+
     def _count_segments(self) -> None:
         """Remember the segment count (read here, by the writer, right after its own commit).
 
@@ -410,6 +434,7 @@ class MemoryIndex:
                 "recovered": self.recovered}
 
     def _close_searchers(self) -> None:
+        self._postings = None       # a recreated index restarts its generation numbers
         searcher = getattr(self._local, "searcher", None)
         if searcher is not None:
             try:
@@ -438,7 +463,7 @@ class _PostingCache:
     equal values.
     """
 
-    def __init__(self, generation: int) -> None:
+    def __init__(self, generation: tuple[int, int]) -> None:
         self.generation = generation
         self._terms: OrderedDict[tuple[str, str], tuple[array, array]] = OrderedDict()
         self._size = 0

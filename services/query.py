@@ -18,8 +18,10 @@ share of the budget (``query.catalog_budget_share``) is kept for the catalog so
 the agent always learns what else exists.
 
 The engine argument is anything with the attributes ``Engine`` has (config,
-store, index, access_log, counter, semantic) and the methods ``graph()``,
-``community_of()``, ``pinned_ids()``, ``heading_tokens(memory)``,
+store, index, access_log, counter, semantic) and the methods
+``graph(stale_ok=True)``, ``community_of(stale_ok=True)`` (the query path
+accepts the last built graph when the engine allows it; see
+``Engine.graph``), ``pinned_ids()``, ``heading_tokens(memory)``,
 ``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``.
 """
 from __future__ import annotations
@@ -116,7 +118,7 @@ def gather_candidates(engine: Any, expanded: ExpandedQuery) -> dict[str, Candida
         else:
             extras[mid] = Candidate(memory, reason=reason)
     if neighbour_limit:
-        graph = engine.graph()
+        graph = engine.graph(stale_ok=True)
         seeds = list(candidates)[:NEIGHBOUR_SEEDS]
         pool: set[str] = set()
         for seed in seeds:
@@ -155,14 +157,14 @@ def score_query(engine: Any, query: str, intent: str | None = None, *, now: date
     candidates = list(gather_candidates(engine, expanded).values())
     if candidates:
         terms = build_query_terms(expanded, analyze, engine.index.idf)
-        graph = engine.graph()
+        graph = engine.graph(stale_ok=True)
         frequency = engine.access_log.frequency_scores(c.memory.id for c in candidates)
         score_candidates(
             candidates, terms=terms, weights=weight_row, semantic=engine.semantic,
             authority=graph.authority, neighbours=graph.neighbours, frequency=frequency,
             half_lives=config.get("recency.half_life_days", {}) or {},
             now=now or datetime.now(timezone.utc).replace(tzinfo=None),
-            community_of=engine.community_of(),
+            community_of=engine.community_of(stale_ok=True),
             community_bonus=_float_setting(config, "graph.community_bonus", 0.08),
         )
     candidates.sort(key=lambda c: (-c.score, -c.bm25_raw, c.memory.id))

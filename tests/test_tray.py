@@ -522,7 +522,7 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             assert app.state.score == score
             display, window = await asyncio.to_thread(find_icon_window, xenv, root)
             assert window is not None, "no docked icon window"
-            await _until(lambda: window.get_attributes().map_state == 2,
+            await _until(lambda: window.get_attributes().map_state == 2, timeout=25.0,
                          what=lambda: f"the icon to be viewable ({_window_diag(window)})")
             expected = health_band(score)
             await _until(lambda: shows_colour(display, window, expected.rgb), what="band colour")
