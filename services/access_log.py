@@ -207,6 +207,11 @@ class AccessLog:
                 params).fetchone()
         return None if not row or not row[1] else float(row[0])
 
+    def last_query_id(self) -> int:
+        """Id of the newest recorded query (0 when none): a cheap "has anything been loaded since" stamp."""
+        with self._lock:
+            return int(self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+
     def query_count(self, days: float | None = None) -> int:
         with self._lock:
             if days is None:

@@ -161,6 +161,11 @@ class Engine:
     def _bump(self) -> None:
         self._generation += 1
 
+    @property
+    def generation(self) -> int:
+        """Moves on with every change to the store: a key for caches derived from it."""
+        return self._generation
+
     # --- keeping files, store and index in step --------------------------------------
     def _sync_index(self, summary: ChangeSummary) -> ChangeSummary:
         """Make the index match the store: re-index differing checksums, drop stale paths."""

@@ -24,6 +24,7 @@ import json
 import math
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -502,9 +503,43 @@ def gather_inputs(engine: Any, settings: GovernanceSettings, now: datetime | Non
                             centrality=ranks, degree=degree, now=now)
 
 
+_REPORT_CACHE: "weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], GovernanceReport]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _report_key(engine: Any, include_dismissed: bool) -> tuple[Any, ...] | None:
+    """What a report depends on: files (generation), loads (newest query), dismissals, config, the minute."""
+    generation = getattr(engine, "generation", None)
+    access_log = getattr(engine, "access_log", None)
+    if generation is None or access_log is None:
+        return None
+    try:
+        dismissed = dismissed_path(engine.root).stat().st_mtime_ns
+    except OSError:
+        dismissed = 0
+    minute = int(time.time() // 60)
+    return (generation, access_log.last_query_id(), dismissed, id(engine.config), include_dismissed, minute)
+
+
 def governance_report(engine: Any, *, include_dismissed: bool = False, now: datetime | None = None,
                       save: bool = True) -> GovernanceReport:
-    """Run governance on an engine's current state; keep the result in ``.ctxos/governance.json``."""
+    """Run governance on an engine's current state; keep the result in ``.ctxos/governance.json``.
+
+    Reports are cached per engine until a file, a load, a dismissal, the config or the
+    minute changes, so the health badge, the tray and the web view asking in turn cost
+    one run (seconds on a 7,000-file workspace), not one each.
+    """
+    key = _report_key(engine, include_dismissed) if now is None else None
+    cached = _REPORT_CACHE.get(engine) if key is not None else None
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    report = _compute_report(engine, include_dismissed=include_dismissed, now=now, save=save)
+    if key is not None:
+        _REPORT_CACHE[engine] = (key, report)
+    return report
+
+
+def _compute_report(engine: Any, *, include_dismissed: bool, now: datetime | None, save: bool) -> GovernanceReport:
     settings = GovernanceSettings.from_config(engine.config)
     started = time.perf_counter()
     report = build_report(engine.root, gather_inputs(engine, settings, now), settings, include_dismissed)

@@ -307,3 +307,16 @@ def test_benchmark_small_mode(tmp_path: Path):
     assert data["governance_s"] < 30 and data["communities_cold_s"] < 30
     assert data["communities_unchanged_recomputed"] is False
     assert data["router_rewrote_unchanged"] is False
+
+
+def test_report_is_cached_until_files_loads_or_dismissals_change(open_engine):
+    engine = open_engine({"05-resources/old.md": memory_text("old", "An old note about zebras.",
+                                                             modified=days_ago(200))})
+    first = gov.governance_report(engine)
+    assert gov.governance_report(engine) is first                     # nothing changed: no rerun
+    engine.execute_context_query("zebras", 2000)                      # a load
+    after_load = gov.governance_report(engine)
+    assert after_load is not first
+    rewrite(engine, "05-resources/old.md", memory_text("old", "Rewritten.", modified=days_ago(1)))
+    after_edit = gov.governance_report(engine)
+    assert after_edit is not after_load and not [f for f in after_edit.findings if f.kind == "decay"]
