@@ -10,8 +10,10 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 DEFAULT_WORKSPACE = Path("~/AI-Context-OS")
+INVALID_PARAMS_CODE = -32602   # JSON-RPC "invalid params": the caller's arguments were wrong
 
 COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.workspace_cmds",
@@ -42,6 +44,32 @@ def require_workspace(root: Path) -> Path:
     if not root.is_dir():
         raise CliError(f"workspace {root} does not exist; create it with: ctxos init {root}")
     return root
+
+
+def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
+                 writes: bool = False) -> Any:
+    """Run one RPC method on the workspace's daemon, or in-process when none runs.
+
+    Reads fall back to an in-process engine (noted on stderr unless ``--json``);
+    writes without a daemon run in-process holding the workspace lock, so no
+    daemon can start underneath them. Bad parameters exit with code 2 (like bad
+    arguments), any other refusal with code 1.
+    """
+    from ctxos.client import DaemonError, RpcCallError
+    from ctxos.client.backend import open_backend
+
+    root = require_workspace(resolve_workspace(args.workspace))
+    try:
+        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
+                               quiet=bool(getattr(args, "json", False)))
+    except DaemonError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return backend.call(method, params or {})
+    except RpcCallError as exc:
+        raise CliError(exc.message, exit_code=2 if exc.code == INVALID_PARAMS_CODE else 1) from None
+    finally:
+        backend.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,9 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from ctxos.client import DaemonError, RpcCallError
-from ctxos.client.backend import open_backend
-from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.client.cli import CliError, call_backend
 
 KIND_TITLES = {
     "invalid_file": "Invalid files", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
@@ -66,18 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
           writes: bool = False) -> Any:
-    root = require_workspace(resolve_workspace(args.workspace))
-    try:
-        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
-                               quiet=bool(getattr(args, "json", False)))
-    except DaemonError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        return backend.call(method, params or {})
-    except RpcCallError as exc:
-        raise CliError(exc.message, exit_code=1) from None
-    finally:
-        backend.close()
+    return call_backend(args, method, params, writes=writes)
 
 
 def _print_json(data: Any) -> None:

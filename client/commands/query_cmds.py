@@ -16,9 +16,7 @@ import json
 import time
 from typing import Any
 
-from ctxos.client import DaemonError, RpcCallError
-from ctxos.client.backend import open_backend
-from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.client.cli import CliError, call_backend
 from ctxos.services.model import SIGNALS
 
 SIGNAL_ABBREV = {"semantic": "sem", "bm25": "bm25", "graph": "graph", "recency": "rec",
@@ -49,29 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     rx = sub.add_parser("reindex", help="rescan every file and rebuild the search index")
     rx.add_argument("--json", action="store_true", help="machine-readable output")
     rx.set_defaults(func=cmd_reindex)
-
-
-# --- logic ----------------------------------------------------------------------------------
-
-def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any], *, writes: bool = False) -> Any:
-    """Run one RPC method on the workspace's daemon, or in-process when none runs.
-
-    Reads fall back to an in-process engine (noted on stderr); ``reindex``
-    rebuilds the index, so without a daemon it runs in-process holding the
-    workspace lock (no daemon can start underneath it).
-    """
-    root = require_workspace(resolve_workspace(args.workspace))
-    try:
-        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
-                               quiet=bool(getattr(args, "json", False)))
-    except DaemonError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        return backend.call(method, params)
-    except RpcCallError as exc:
-        raise CliError(exc.message) from None
-    finally:
-        backend.close()
 
 
 # --- printing -------------------------------------------------------------------------------

@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ctxos.client.cli import CliError, require_workspace, resolve_workspace
-from ctxos.client.commands.query_cmds import call_backend
+from ctxos.client.cli import CliError, call_backend, require_workspace, resolve_workspace
 from ctxos.services.ontology import MEMORY_TYPES
 from ctxos.services.workspace import init_workspace
 
