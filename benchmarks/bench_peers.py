@@ -321,6 +321,20 @@ def profile_ctxos(corpus, scratch: Path, queries: list[str], out: Path) -> dict[
 
 
 # ---------------------------------------------------------------------------------------
+def code_fingerprint() -> dict[str, Any]:
+    """Which engine code was measured: sha1 over ``services/*.py`` (and the git commit, if any)."""
+    import hashlib
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha1()
+    for path in sorted((root / "services").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {"services_sha1": digest.hexdigest()[:12],
+            "git_commit": out.stdout.strip() if out.returncode == 0 else None}
+
+
 def _split(value: str | None, default: tuple[str, ...]) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else list(default)
 
@@ -329,7 +343,8 @@ def merge(paths: list[Path]) -> dict[str, Any]:
     data: dict[str, Any] = {"corpus_cells": [], "locomo_cells": [], "merged_from": [], "systems": {}}
     for path in paths:
         part = json.loads(path.read_text(encoding="utf-8"))
-        data["merged_from"].append({"file": path.name, "ran_at": part.get("ran_at"), "argv": part.get("argv")})
+        data["merged_from"].append({"file": path.name, "ran_at": part.get("ran_at"), "argv": part.get("argv"),
+                                    "code": part.get("code")})
         for key in ("corpus_cells", "locomo_cells"):
             new = part.get(key, [])
             keyf = (lambda c: (c.get("corpus"), c["system"])) if key == "corpus_cells" else \
@@ -395,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     own_scratch = args.workdir is None
     scratch = Path(tempfile.mkdtemp(prefix="ctxos-peers-")) if own_scratch else args.workdir
     scratch.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"argv": sys.argv[1:] if argv is None else argv, "systems": {}, "unavailable": {},
+    data: dict[str, Any] = {"argv": sys.argv[1:] if argv is None else argv, "code": code_fingerprint(),
+                            "systems": {}, "unavailable": {},
                             "corpus_cells": [], "locomo_cells": [],
                             "settings": {"queries": n_queries, "warmup": WARMUP, "k": QUERY_K, "updates": updates,
                                          "recall_ks": list(RECALL_KS), "budgets": list(BUDGETS),

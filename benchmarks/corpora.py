@@ -144,4 +144,10 @@ def build_workspace(dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORP
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{mem_id}.md").write_text("\n".join(lines) + "\n" + body, encoding="utf-8")
         ids.append(mem_id)
+    # Generated scratch notes carry dates months old; a daemon would archive them at once
+    # (scratch expiry) and the benchmark would measure fewer memories than it says.
+    config = dest / "_config.yaml"
+    if not config.exists():
+        config.write_text("governance:\n  scratch_auto_archive: false   # benchmark workspace: keep all N memories\n",
+                          encoding="utf-8")
     return ids

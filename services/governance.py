@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import threading
 import time
@@ -37,6 +38,8 @@ from .model import InvalidFile, Memory
 from .similarity import (claims, content_tokens, contradictions, jaccard, shingles,
                          similarity_join)
 from .workspace import state_dir
+
+log = logging.getLogger(__name__)
 
 KINDS: tuple[str, ...] = ("invalid_file", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
 DISMISSED_FILENAME = "dismissed.json"
@@ -637,8 +640,18 @@ def set_importance(engine: Any, memory_id: str, value: float) -> ActionResult:
 
 def expire_scratch(engine: Any, now: datetime | None = None) -> list[dict[str, Any]]:
     """Archive scratch memories past ``governance.scratch_ttl_days`` (the scheduled scratch expiry)."""
+    from .writes import WriteRefused, archive_memory
     settings = GovernanceSettings.from_config(engine.config)
-    done = []
+    done, moved = [], []
     for memory in scratch_expired(memory_snapshot(engine), now or _utcnow(), settings.scratch_ttl_days):
-        done.append(archive(engine, memory.id).data)
+        try:
+            src, dst = archive_memory(engine.root, engine.store, memory.id)
+        except WriteRefused as exc:   # changed or gone meanwhile: the next run sees it again
+            log.warning("scratch expiry: %s", exc)
+            continue
+        moved.append(src)
+        done.append({"archived": memory.id, "from": src, "to": dst})
+    if moved:
+        # One index update for the whole run: thousands of expired notes cost one commit, not one each.
+        engine.apply_changes(moved)
     return done

@@ -13,6 +13,7 @@ that a system's speed is not bought by returning nothing useful.
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -64,10 +65,20 @@ def prepare_corpus(name: str, scratch: Path, *, log=print) -> Corpus:
 
 
 def copy_corpus(corpus: Corpus, dest: Path) -> Path:
-    """A private copy of the corpus's markdown files (nothing derived is copied)."""
+    """A private, writable copy of the corpus's markdown files (nothing derived is copied).
+
+    Writable: the shared corpora are read-only, and a copy that kept their modes would
+    look read-only to the systems too (AI Context OS would then keep its index under
+    ``~/.cache`` instead of ``.ctxos/``, outside the benchmark's scratch folder).
+    """
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(corpus.source, dest, ignore=shutil.ignore_patterns(".*", "*.json", "*.txt"))
+    shutil.copytree(corpus.source, dest, ignore=shutil.ignore_patterns(".*", "*.json", "*.txt"),
+                    copy_function=shutil.copyfile)
+    for dirpath, dirnames, filenames in os.walk(dest):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o644)
     return dest
 
 
