@@ -1,8 +1,8 @@
 """The daemon's scheduled jobs: governance, community recompute, scratch expiry, router regeneration.
 
 APScheduler's ``AsyncIOScheduler`` runs inside the daemon's own event loop; each
-job hands its engine work to the daemon's worker threads (``ctx.run_read`` /
-``ctx.run_write``), so the loop never blocks on the disk.
+job hands its engine work to the daemon's worker threads (``ctx.run_background``
+for reads, off the query pool, / ``ctx.run_write``), so the loop never blocks on the disk.
 
 Rules the issue asks for, and how they hold:
 
@@ -209,7 +209,7 @@ class SchedulerComponent:
             record["running"] = True
             record["recent_starts"] = [*record.get("recent_starts", [])[-(RECENT_RUNS - 1):], round(started, 3)]
             try:
-                runner = ctx.run_write if spec.writes else ctx.run_read
+                runner = ctx.run_write if spec.writes else ctx.run_background
                 result = await runner(spec.run, ctx.engine)
             except asyncio.CancelledError:
                 raise
