@@ -106,10 +106,6 @@ def safe_target(root: Path, rel_path: str, *, allow_archive: bool = False) -> Pa
     return target
 
 
-def _current(root: Path, rel_path: str, config: Config) -> Memory | InvalidFile | None:
-    return load_memory(root, rel_path, config)
-
-
 def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: int | None,
                        expected_checksum: str | None = None) -> None:
     if expected_version is None:
@@ -188,7 +184,7 @@ def save_memory(
         else:
             memory_id, rel_path = _fresh_id(root, store, kind, l0)
         target = safe_target(root, rel_path)
-        current = _current(root, rel_path, config) if target.exists() else None
+        current = load_memory(root, rel_path, config) if target.exists() else None
         if isinstance(current, InvalidFile):
             raise WriteRefused(f"{rel_path} exists but is not a valid memory ({current.reason}); fix it by hand")
         now = utc_now()
@@ -250,7 +246,7 @@ def log_session(root: Path, config: Config, event: str, details: str | None = No
     with write_lock(root):
         target = safe_target(root, rel_path)
         if target.exists():
-            current = _current(root, rel_path, config)
+            current = load_memory(root, rel_path, config)
             if isinstance(current, InvalidFile):
                 raise WriteRefused(f"{rel_path} is not a valid memory ({current.reason}); fix it by hand")
             if current is not None and current.protected:
@@ -272,7 +268,7 @@ def update_fields(root: Path, config: Config, rel_path: str, changes: dict[str, 
     """Rewrite some frontmatter keys of one file in place (atomic), bumping ``version``."""
     with write_lock(root):
         target = safe_target(root, rel_path, allow_archive=True)
-        current = _current(root, rel_path, config)
+        current = load_memory(root, rel_path, config)
         if not isinstance(current, Memory):
             reason = current.reason if isinstance(current, InvalidFile) else "file not found"
             raise WriteRefused(f"{rel_path}: {reason}")

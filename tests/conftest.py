@@ -50,6 +50,12 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio (the daemon's loop)."""
+    return "asyncio"
+
+
 def shared_data(name: str) -> Path:
     path = SHARED_DATA / name
     if not path.exists():

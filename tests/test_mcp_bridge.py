@@ -24,11 +24,6 @@ PROTOCOL = "2025-06-18"
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 async def component(make_workspace):
     from ctxos.daemon.components import register_rpc_methods
     from ctxos.daemon.context import DaemonContext, DaemonOptions

@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def workspace(make_workspace, tmp_path):
     return build_workspace(make_workspace, tmp_path)
 

@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def workspace(make_workspace, tmp_path):
     return build_workspace(make_workspace, tmp_path)
 

@@ -26,11 +26,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 def _params(root: Path, *extra: str, runtime_dir: str | None = None) -> StdioServerParameters:
     # The SDK passes a minimal environment to the child: add the test's runtime dir.
     env = {"CTXOS_RUNTIME_DIR": runtime_dir or os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ.get("PATH", ""),

@@ -18,26 +18,20 @@ from typing import Any, Iterator
 import pytest
 
 from daemon_helpers import DaemonProcess, free_port, short_runtime_dir, start_daemon
-from web_helpers import INVALID_FILE, MEMORY_IDS, build_workspace, http
+from web_helpers import INVALID_FILE, MEMORY_IDS, build_workspace, http, http_daemon
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    root = build_workspace(tmp_path_factory.mktemp("rest") / "ws")
-    proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True, debounce_ms=50)
-    try:
+    with http_daemon(tmp_path_factory.mktemp("rest")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def url(daemon: DaemonProcess) -> str:
-    base = daemon.http_url
-    assert base, f"the daemon serves no HTTP:\n{daemon.output()[-3000:]}"
-    return base
+    return daemon.http_url
 
 
 def get(url: str, path: str, **kw: Any):

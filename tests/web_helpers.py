@@ -10,14 +10,16 @@ The files are chosen so each view has something exact to show:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from conftest import write_files
+from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
 
 # Valid memories in WORKSPACE_FILES (the graph has exactly these nodes).
 MEMORY_IDS: tuple[str, ...] = (
@@ -194,3 +196,14 @@ def http(method: str, url: str, body: Any = None, *, headers: dict[str, str] | N
             return HttpResult(res.status, dict(res.headers), res.read())
     except urllib.error.HTTPError as exc:
         return HttpResult(exc.code, dict(exc.headers), exc.read())
+
+
+@contextlib.contextmanager
+def http_daemon(folder: Path) -> Iterator[DaemonProcess]:
+    """A real daemon with HTTP on a free port over ``build_workspace(folder / "ws")``; stopped after."""
+    proc = start_daemon(build_workspace(folder / "ws"), runtime_dir=short_runtime_dir(), http=True, debounce_ms=50)
+    try:
+        assert proc.http_url, f"the daemon serves no HTTP:\n{proc.output()[-3000:]}"
+        yield proc
+    finally:
+        proc.stop()
