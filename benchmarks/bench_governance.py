@@ -15,7 +15,7 @@ Target (issue 5): governance and community detection each finish in < 30 s.
 Prints a table and writes JSON (``--json PATH``). ``--small`` uses 300 pages
 (what the test runs).
 
-    /work/venv/bin/python benchmarks/bench_governance.py [--small] [--json out.json]
+    python benchmarks/bench_governance.py [--small] [--json out.json]
 """
 from __future__ import annotations
 

@@ -24,10 +24,7 @@ def _find_data_dir() -> Path:
     env = os.environ.get("CTXOS_DATA_DIR")
     if env:
         return Path(env)
-    beside_repo = Path(__file__).resolve().parents[2] / "shared" / "data"
-    if beside_repo.is_dir():
-        return beside_repo
-    return Path("/work/shared/data")
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 DATA_DIR = _find_data_dir()
