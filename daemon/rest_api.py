@@ -59,8 +59,8 @@ REST_API_KEY: web.AppKey[Any] = web.AppKey("ctxos.rest_api")
 
 def json_response(data: Any, status: int = 200) -> web.Response:
     """JSON with the RPC layer's encoder (dataclasses, dates and paths serialise the same way)."""
-    body = json.dumps(data, default=json_default, ensure_ascii=False)
-    return web.Response(status=status, text=body, content_type="application/json")
+    body = json.dumps(data, default=json_default, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return web.Response(status=status, body=body, content_type="application/json", charset="utf-8")
 
 
 def error_response(status: int, message: str, *, code: int | None = None, data: Any = None) -> web.Response:
@@ -237,7 +237,7 @@ def change_event(summary: Any, sequence: int) -> dict[str, Any]:
 
 def _sse(event: str, data: Any) -> bytes:
     payload = json.dumps(data, default=json_default, ensure_ascii=False)
-    return f"event: {event}\ndata: {payload}\n\n".encode("utf-8")
+    return f"event: {event}\ndata: {payload}\n\n".encode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------- the API

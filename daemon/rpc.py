@@ -177,9 +177,12 @@ def json_default(value: Any) -> Any:
 
 
 def encode_message(message: Any) -> bytes:
-    """One JSON-RPC message as a single UTF-8 line (compact JSON never contains a raw newline)."""
+    """One JSON-RPC message as a single UTF-8 line (compact JSON never contains a raw newline).
+
+    A lone surrogate (a file name that is not UTF-8, decoded with surrogateescape) is
+    written as its JSON escape ``\\udcxx``, so no name can make a reply fail."""
     return json.dumps(message, default=json_default, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8") + b"\n"
+                      separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
 
 
 def encode_reply(reply: Any) -> bytes:

@@ -86,10 +86,15 @@ def _run_query(ctx: "DaemonContext", params: dict[str, Any], record_access: bool
     from ctxos.services.query import QueryError
     query, budget, intent = _query_params(params)
     try:
-        result = ctx.engine.execute_context_query(query, budget, intent, record_access=record_access).to_dict()
+        context = ctx.engine.execute_context_query(query, budget, intent, record_access=record_access)
+        result = context.to_dict()
     except QueryError as exc:  # an unknown intent or a bad budget: the caller's mistake
         raise RpcError(INVALID_PARAMS, str(exc)) from None
     result["token_counter"] = getattr(ctx.engine.counter, "name", type(ctx.engine.counter).__name__)
+    for chosen in context.selected:       # remember what was served (see Engine.note_served)
+        memory = ctx.engine.store.get(chosen.id)
+        if memory is not None:
+            ctx.engine.note_served(memory)
     return result
 
 
@@ -115,6 +120,7 @@ def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     memory = ctx.engine.get_memory(memory_id)
     if memory is None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
+    ctx.engine.note_served(memory)
     data = memory.to_dict(include_text=True)
     if tier is not None:
         data["text"] = memory.tier_text(tier)
@@ -144,6 +150,7 @@ def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     memory = ctx.engine.get_skill(name)
     if memory is None:
         raise RpcError(NOT_FOUND, f"no skill matches {name!r}")
+    ctx.engine.note_served(memory)
     return memory.to_dict(include_text=True)
 
 

@@ -42,7 +42,8 @@ from .render import catalog_line, memory_block
 from .signals import KeywordOverlapScorer, SemanticScorer
 from .store import MemoryStore
 from .tokens import TokenCounter, default_counter, get_counter
-from .workspace import (is_ignored_dir, is_memory_path, iter_memory_paths, load_memory, relative_path,
+from .write_gate import remove_orphan_temps
+from .workspace import (display_name, is_ignored_dir, is_memory_path, iter_memory_paths, load_memory, relative_path,
                         scan_workspace, state_dir)
 
 log = logging.getLogger(__name__)
@@ -107,12 +108,25 @@ class Engine:
         self._token_cache: dict[tuple[str, str, str], int] = {}
         self._heading_cache: dict[tuple[str, str], frozenset[str]] = {}
         self._loaded = False
+        # (id, version) -> checksum of every version this engine served (get_memory,
+        # resources, context): expected_version alone then detects an unversioned edit.
+        self._served: dict[tuple[str, int], str] = {}
+        self._served_lock = threading.Lock()
+        self.removed_temp_files: list[str] = []
 
     # --- lifecycle -----------------------------------------------------------------
     def load(self) -> ChangeSummary:
         """Read config, scan files, open (or recover) the index, index what differs."""
         self.reload_config()
         self.state_dir = state_dir(self.root)
+        try:
+            with writes.write_lock(self.root):
+                self.removed_temp_files = remove_orphan_temps(self.root)
+        except OSError as exc:
+            log.warning("could not clean orphaned temp files: %s", exc)
+        if self.removed_temp_files:
+            log.info("removed %d orphaned temp file(s) left by a crash: %s", len(self.removed_temp_files),
+                     ", ".join(self.removed_temp_files[:10]))
         self.store.replace_all(scan_workspace(self.root, self.config))
         self._bump()
         if self.index is None:
@@ -209,7 +223,23 @@ class Engine:
         return rel in store.by_path or rel in store.invalid or store.checksum_of(rel) is not None
 
     def _apply_file(self, rel: str, changed_ids: set[str], touched: set[str]) -> bool:
-        """Bring one path up to date in the store; True if anything changed."""
+        """Bring one path up to date in the store; True if anything changed.
+
+        One odd path (a name the OS rejects, a loop, a race) never blocks the batch:
+        it is recorded as an invalid file with the reason and the rest goes on.
+        """
+        try:
+            return self._apply_file_unguarded(rel, changed_ids, touched)
+        except (OSError, RuntimeError, ValueError) as exc:
+            reason = f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+            odd = InvalidFile(display_name(rel), reason)
+            if self.store.invalid.get(rel) == odd:
+                return False
+            changed_ids.update(self.store.put_invalid(odd))
+            touched.add(rel)
+            return True
+
+    def _apply_file_unguarded(self, rel: str, changed_ids: set[str], touched: set[str]) -> bool:
         store = self.store
         known = self._known_path(rel)
         path = self.root / rel
@@ -482,6 +512,17 @@ class Engine:
         self._require_loaded()
         return score_query(self, query, intent, **kwargs)
 
+    def note_served(self, memory: Memory) -> None:
+        """Remember the checksum of a version handed to a client (bounded)."""
+        with self._served_lock:
+            if len(self._served) > 200_000:
+                self._served.clear()
+            self._served[(memory.id, memory.version)] = memory.checksum
+
+    def served_checksum(self, memory_id: str, version: int) -> str | None:
+        with self._served_lock:
+            return self._served.get((memory_id, version))
+
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.store.get(memory_id)
 
@@ -511,6 +552,13 @@ class Engine:
     # --- writes (see writes.py for the safety rules) -------------------------------------
     def save_memory(self, **fields: Any) -> Memory:
         self._require_loaded()
+        mid, version = fields.get("id"), fields.get("expected_version")
+        if (not fields.get("expected_checksum") and isinstance(mid, str)
+                and isinstance(version, int) and not isinstance(version, bool)):
+            known = self.store.get(mid.strip())
+            served = self.served_checksum(known.id, version) if known is not None else None
+            if served is not None:
+                fields["expected_checksum"] = served
         result = writes.save_memory(self.root, self.store, self.config, **fields)
         self.apply_changes([result.rel_path])
         memory = self.store.get_by_path(result.rel_path)
@@ -518,6 +566,7 @@ class Engine:
             invalid = self.store.invalid.get(result.rel_path)
             raise writes.WriteRefused(f"saved {result.rel_path} but it did not load: "
                                       f"{invalid.reason if invalid else 'unknown reason'}")
+        self.note_served(memory)
         return memory
 
     def log_session(self, event: str, details: str | None = None) -> str:

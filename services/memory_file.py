@@ -12,6 +12,7 @@ byte-for-byte as the person wrote them.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -374,15 +375,37 @@ def _datetime_field(meta: dict[str, Any], key: str) -> datetime | None:
 # --- writing ----------------------------------------------------------------
 
 def format_yaml_value(value: Any) -> str:
-    """One YAML scalar or flow sequence, as a person would write it on one line."""
+    """One YAML scalar or flow sequence on one line, quoted where needed so it reads back as given.
+
+    Agent strings may hold ``]``, ``}``, ``:``, ``#``, ``,``, newlines or any unicode:
+    a plain scalar is used only when it round-trips (inside a flow sequence for list
+    items); otherwise the JSON form, which is a valid YAML double-quoted scalar.
+    """
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_yaml_value(v) for v in value) + "]"
+        return "[" + ", ".join(_flow_item(v) for v in value) + "]"
     if isinstance(value, datetime):
         return value.replace(microsecond=0).isoformat()
     if isinstance(value, date):
         return value.isoformat()
     dumped = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
-    return dumped.strip().removesuffix("...").strip()
+    dumped = dumped.strip().removesuffix("...").strip()
+    if isinstance(value, str) and ("\n" in dumped or not _reads_back(f"k: {dumped}", value)):
+        return json.dumps(value, ensure_ascii=False)
+    return dumped
+
+
+def _flow_item(value: Any) -> str:
+    text = format_yaml_value(value)
+    if isinstance(value, str) and not _reads_back(f"k: [{text}]", [value]):
+        return json.dumps(value, ensure_ascii=False)
+    return text
+
+
+def _reads_back(doc: str, expected: Any) -> bool:
+    try:
+        return yaml.safe_load(doc) == {"k": expected}
+    except yaml.YAMLError:
+        return False
 
 
 def _is_continuation(line: str) -> bool:

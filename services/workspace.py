@@ -7,8 +7,10 @@ folders (``.ctxos/``, ``.git/`` ...) and the router files the daemon generates.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat as stat_module
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -150,15 +152,31 @@ def is_ignored_dir(rel_dir: str) -> bool:
     return any(part.startswith(".") or part in SKIPPED_DIR_NAMES for part in parts)
 
 
-def iter_memory_paths(root: Path) -> Iterator[str]:
+def display_name(rel_path: str) -> str:
+    """A path safe to show and to put in JSON: bytes that are not UTF-8 appear as ``\\xNN``."""
+    try:
+        rel_path.encode("utf-8")
+        return rel_path
+    except UnicodeEncodeError:
+        return rel_path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def iter_memory_paths(root: Path, problems: list[InvalidFile] | None = None) -> Iterator[str]:
     """Workspace-relative paths of every candidate memory file, sorted per folder.
 
     Symlinked folders are not followed (so nothing is indexed twice and
     nothing outside the workspace leaks in); symlinked files are yielded and
-    checked by ``load_memory``.
+    checked by ``load_memory``. A folder that cannot be listed (too deep for
+    PATH_MAX, unreadable) is added to ``problems`` with the reason, never fatal.
     """
     root = Path(root)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+
+    def on_error(exc: OSError) -> None:
+        if problems is not None and exc.filename is not None:
+            rel = relative_path(root, os.fsdecode(exc.filename)) or os.fsdecode(exc.filename)
+            problems.append(InvalidFile(display_name(rel), f"folder cannot be read: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=on_error):
         rel_dir = relative_path(root, dirpath) or ""
         dirnames[:] = sorted(d for d in dirnames if not is_ignored_dir(f"{rel_dir}/{d}".lstrip("/")))
         for name in sorted(filenames):
@@ -179,10 +197,28 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
     when the file does not exist (deleted between listing and reading).
     """
     root = Path(root)
+    shown = display_name(rel_path)
+    if shown != rel_path:
+        return InvalidFile(shown, "file name is not valid UTF-8 (shown with \\x escapes); rename the file "
+                                  "so it can be served")
     path = root / rel_path
     try:
+        if len(os.fsencode(path)) >= 4096:
+            return InvalidFile(rel_path, "path is longer than the system limit (PATH_MAX, 4096 bytes); "
+                                         "move the file to a shorter path")
+        if any(len(os.fsencode(part)) > 255 for part in Path(rel_path).parts):
+            return InvalidFile(rel_path, "file name is longer than the system limit (NAME_MAX, 255 bytes)")
         if path.is_symlink():
-            target = path.resolve()
+            try:
+                target = path.resolve(strict=True)
+            except RuntimeError:
+                return InvalidFile(rel_path, "symlink loop (the link points back to itself)")
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return InvalidFile(rel_path, "symlink loop (the link points back to itself)")
+                if isinstance(exc, FileNotFoundError):
+                    return InvalidFile(rel_path, "broken symlink (its target does not exist)")
+                raise
             real_root = root.resolve()
             if not target.is_relative_to(real_root):
                 return InvalidFile(rel_path, f"symlink points outside the workspace (to {target})")
@@ -191,12 +227,20 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
                                              f"({target.relative_to(real_root).as_posix()})")
         stat = path.stat()
         if not path.is_file():
-            return InvalidFile(rel_path, "not a regular file")
+            kind = ("a named pipe (FIFO)" if stat_module.S_ISFIFO(stat.st_mode) else
+                    "a socket" if stat_module.S_ISSOCK(stat.st_mode) else
+                    "a device" if stat_module.S_ISCHR(stat.st_mode) or stat_module.S_ISBLK(stat.st_mode) else
+                    "a folder" if stat_module.S_ISDIR(stat.st_mode) else "not a regular file")
+            return InvalidFile(rel_path, f"{kind}, not a regular file; only text files are memories")
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return InvalidFile(rel_path, "symlink loop (the link points back to itself)")
         return InvalidFile(rel_path, f"cannot be read: {exc.strerror or exc}")
+    except (RuntimeError, ValueError) as exc:
+        return InvalidFile(rel_path, f"cannot be read: {exc}")
     max_bytes = int(config.get("limits.max_file_bytes", 262144))
     try:
         return parse_memory(
@@ -210,8 +254,9 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
 def scan_workspace(root: Path, config: Config) -> list[Memory | InvalidFile]:
     """Load every candidate file in sorted path order (deleted-while-listing files are dropped)."""
     items: list[Memory | InvalidFile] = []
-    for rel_path in iter_memory_paths(root):
+    problems: list[InvalidFile] = []
+    for rel_path in iter_memory_paths(root, problems):
         loaded = load_memory(root, rel_path, config)
         if loaded is not None:
             items.append(loaded)
-    return items
+    return items + problems

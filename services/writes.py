@@ -15,7 +15,9 @@ Functions return workspace-relative paths they touched; the engine re-indexes th
 """
 from __future__ import annotations
 
+import errno
 import fcntl
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .atomic import atomic_write_text
 from .config import Config
+from .write_gate import WriteConflict, WriteRefused, commit_memory, encode_text
 from .memory_file import L1_MARKER, L2_MARKER, render_new_file, update_frontmatter
 from .model import InvalidFile, Memory
 from .ontology import ARCHIVE_FOLDER, MEMORY_TYPES, SOURCES_FOLDER, STATE_FOLDER, TYPE_FOLDERS
@@ -33,14 +35,15 @@ from .workspace import load_memory, relative_path, state_dir
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_CONTENT_CHARS = 200_000
+MAX_L0_CHARS = 500          # the loader shows at most 200 (memory_file.L0_MAX_CHARS); longer is refused
+MAX_L1_CHARS = 8_000
+MAX_TAGS = 64
+MAX_TAG_CHARS = 100
+MAX_LOG_DETAILS_CHARS = 20_000
+MAX_DAILY_ROLLOVER = 50
 
-
-class WriteRefused(Exception):
-    """A write that the safety rules forbid; the message says why and what to do."""
-
-
-class WriteConflict(WriteRefused):
-    """The file changed since the writer read it (or no version was named): read it again."""
+__all__ = ["WriteRefused", "WriteConflict", "SaveResult", "save_memory", "log_session", "update_fields",
+           "set_importance", "set_protected", "archive_memory", "unarchive_memory", "list_archived"]
 
 
 @dataclass
@@ -138,6 +141,65 @@ def compose_body(content: str, l1: str | None) -> str:
     return content + "\n"
 
 
+# --- input checks (limits in user words) --------------------------------------------
+
+def _check_text(value: Any, what: str, *, max_chars: int, required: bool) -> str:
+    if value is None:
+        if required:
+            raise WriteRefused(f"{what} is required")
+        return ""
+    if not isinstance(value, str):
+        raise WriteRefused(f"{what} must be text, got {type(value).__name__}")
+    encode_text(value, what)
+    if required and not value.strip():
+        raise WriteRefused(f"{what} is empty")
+    if len(value) > max_chars:
+        raise WriteRefused(f"{what} is {len(value):,} characters, over the {max_chars:,}-character limit")
+    return value
+
+
+def _check_list(values: Sequence[Any] | None, what: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise WriteRefused(f"{what} must be a list of words, got {type(values).__name__}")
+    if len(values) > MAX_TAGS:
+        raise WriteRefused(f"{what} has {len(values)} entries, over the limit of {MAX_TAGS}")
+    cleaned: list[str] = []
+    for item in values:
+        if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+            raise WriteRefused(f"{what} entries must be words, got {item!r}")
+        text = str(item).strip()
+        encode_text(text, what)
+        if len(text) > MAX_TAG_CHARS:
+            raise WriteRefused(f"{what} entry {text[:40]!r}... is {len(text):,} characters, over the "
+                               f"{MAX_TAG_CHARS}-character limit")
+        if "\n" in text or "\r" in text:
+            raise WriteRefused(f"{what} entry {text[:40]!r} contains a line break; use one line per entry")
+        if text and text not in cleaned:
+            cleaned.append(text)
+    return cleaned
+
+
+def _check_expected_version(expected_version: Any) -> int | None:
+    if expected_version is None:
+        return None
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise WriteRefused(f"expected_version must be a whole number (the version you read), got {expected_version!r}")
+    if expected_version <= 0:
+        raise WriteRefused(f"expected_version {expected_version} is not a version: versions start at 1; "
+                           "read the memory and pass the version it shows")
+    return expected_version
+
+
+def _refuse_unfaithful(memory: Memory, tags: list[str] | None, related: list[str] | None) -> None:
+    """The stored lists must read back exactly as passed (the loader also strips [[links]])."""
+    if tags is not None and memory.tags != tags:
+        raise WriteRefused(f"tags {tags!r} would read back as {memory.tags!r}; nothing was written")
+    if related is not None and memory.related != related:
+        raise WriteRefused(f"related {related!r} would read back as {memory.related!r}; nothing was written")
+
+
 # --- agent writes -----------------------------------------------------------------
 
 def save_memory(
@@ -159,22 +221,22 @@ def save_memory(
 ) -> SaveResult:
     """Create a memory, or update one (naming the version read). Raises ``WriteRefused``.
 
-    ``expected_checksum`` (the ``checksum`` of the memory as read) also catches an edit a
-    person made without bumping ``version``.
+    ``expected_checksum`` (the ``checksum`` of the memory as read; the engine fills it in
+    from the versions it served) also catches an edit a person made without bumping
+    ``version``. Every file goes through ``write_gate.commit_memory``: refused = unchanged.
     """
-    kind = (type or "").strip().lower()
+    kind = (type or "").strip().lower() if isinstance(type, str) else ""
     if kind not in MEMORY_TYPES:
         raise WriteRefused(f"unknown type {type!r}; expected one of: {', '.join(MEMORY_TYPES)}")
-    if not isinstance(content, str) or not content.strip():
-        raise WriteRefused("content is empty")
-    if len(content) > MAX_CONTENT_CHARS:
-        raise WriteRefused(f"content is {len(content):,} characters, over the {MAX_CONTENT_CHARS:,} limit")
-    if not l0 or not str(l0).strip():
-        raise WriteRefused("l0 (the one-line summary) is required")
-    if importance is not None and (isinstance(importance, bool) or not 0.0 <= float(importance) <= 1.0):
+    content = _check_text(content, "content", max_chars=MAX_CONTENT_CHARS, required=True)
+    l0 = _check_text(l0, "l0 (the one-line summary)", max_chars=MAX_L0_CHARS, required=True)
+    l1 = _check_text(l1, "l1 (the short summary)", max_chars=MAX_L1_CHARS, required=False) or None
+    expected_version = _check_expected_version(expected_version)
+    if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))
+                                   or not 0.0 <= float(importance) <= 1.0):
         raise WriteRefused(f"importance {importance!r} is outside 0.0-1.0")
-    clean_tags = [str(t).strip() for t in (tags or []) if str(t).strip()]
-    clean_related = [str(r).strip() for r in (related or []) if str(r).strip()]
+    clean_tags = _check_list(tags, "tags")
+    clean_related = _check_list(related, "related")
 
     with write_lock(root):
         if id:
@@ -184,29 +246,32 @@ def save_memory(
         else:
             memory_id, rel_path = _fresh_id(root, store, kind, l0)
         target = safe_target(root, rel_path)
-        current = load_memory(root, rel_path, config) if target.exists() else None
+        current = load_memory(root, rel_path, config) if (target.exists() or target.is_symlink()) else None
         if isinstance(current, InvalidFile):
             raise WriteRefused(f"{rel_path} exists but is not a valid memory ({current.reason}); fix it by hand")
         now = utc_now()
         body = compose_body(content, l1)
         if current is None:
             fields: dict[str, Any] = {
-                "id": memory_id, "type": kind, "l0": " ".join(str(l0).split()),
+                "id": memory_id, "type": kind, "l0": " ".join(l0.split()),
                 "importance": 0.5 if importance is None else float(importance),
                 "tags": clean_tags, "related": clean_related,
                 "created": now.date(), "modified": now, "version": 1,
                 "always_load": bool(always_load), "protected": False,
             }
-            atomic_write_text(target, render_new_file(fields, body))
+            commit_memory(root, config, rel_path, render_new_file(fields, body),
+                          expected_checksum=None, must_be_new=True,
+                          validate=_unfaithful_checker(clean_tags, clean_related))
             return SaveResult(memory_id, rel_path, 1, True)
         if current.protected:
-            raise WriteRefused(f"memory {current.id!r} ({rel_path}) is protected; only a person may edit it")
+            raise WriteRefused(f"memory {current.id!r} ({rel_path}) is protected; only a person may edit it "
+                               f"(after `ctxos unlock {current.id}`)")
         if current.type != kind:
             raise WriteRefused(
                 f"memory {current.id!r} is a {current.type} ({rel_path}); saving it as a {kind} is refused"
             )
         _refuse_if_changed(store, current, expected_version, expected_checksum)
-        changes: dict[str, Any] = {"l0": " ".join(str(l0).split()), "modified": now, "version": current.version + 1}
+        changes: dict[str, Any] = {"l0": " ".join(l0.split()), "modified": now, "version": current.version + 1}
         if tags is not None:
             changes["tags"] = clean_tags
         if related is not None:
@@ -215,9 +280,19 @@ def save_memory(
             changes["importance"] = float(importance)
         if always_load is not None:
             changes["always_load"] = bool(always_load)
-        text = current.path.read_text(encoding="utf-8")
-        atomic_write_text(target, update_frontmatter(text, changes, body=body))
-        return SaveResult(current.id, rel_path, current.version + 1, False)
+        text = current.path.read_bytes().decode("utf-8")
+        new_text = update_frontmatter(text, changes, body=body)
+        check_before = _unfaithful_checker(tags is not None and clean_tags, related is not None and clean_related)
+        saved = commit_memory(root, config, rel_path, new_text, expected_checksum=current.checksum,
+                              validate=check_before)
+        return SaveResult(current.id, rel_path, saved.version, False)
+
+
+def _unfaithful_checker(tags: list[str] | bool, related: list[str] | bool):
+    def check(memory: Memory) -> None:
+        _refuse_unfaithful(memory, tags if isinstance(tags, list) else None,
+                           related if isinstance(related, list) else None)
+    return check
 
 
 def _fresh_id(root: Path, store: MemoryStore, kind: str, l0: str) -> tuple[str, str]:
@@ -232,48 +307,80 @@ def _fresh_id(root: Path, store: MemoryStore, kind: str, l0: str) -> tuple[str, 
 
 def log_session(root: Path, config: Config, event: str, details: str | None = None,
                 now: datetime | None = None) -> str:
-    """Append a timestamped line to ``02-daily/YYYY-MM-DD.md``, creating the day's file."""
-    if not event or not str(event).strip():
-        raise WriteRefused("event is empty")
+    """Append a timestamped line to ``02-daily/YYYY-MM-DD.md``, creating the day's file.
+
+    Details over ``MAX_LOG_DETAILS_CHARS`` are refused up front. When the day's file
+    would go over the byte cap, or a person made it invalid or too big, the entry goes
+    to ``YYYY-MM-DD-2.md`` (then ``-3`` ...), so the day's log always stays served.
+    """
+    event = _check_text(event, "event", max_chars=500, required=True)
+    details = _check_text(details, "details", max_chars=MAX_LOG_DETAILS_CHARS, required=False)
     now = now or utc_now()
     day = now.date().isoformat()
-    rel_path = f"{TYPE_FOLDERS['daily']}/{day}.md"
-    entry = f"- {now.strftime('%H:%M:%S')}Z **{' '.join(str(event).split())}**"
-    if details and str(details).strip():
-        detail_lines = str(details).strip().splitlines()
+    entry = f"- {now.strftime('%H:%M:%S')}Z **{' '.join(event.split())}**"
+    if details and details.strip():
+        detail_lines = details.strip().splitlines()
         entry += " — " + detail_lines[0]
         entry += "".join(f"\n  {line}" for line in detail_lines[1:])
+    reasons: list[str] = []
     with write_lock(root):
-        target = safe_target(root, rel_path)
-        if target.exists():
-            current = load_memory(root, rel_path, config)
-            if isinstance(current, InvalidFile):
-                raise WriteRefused(f"{rel_path} is not a valid memory ({current.reason}); fix it by hand")
-            if current is not None and current.protected:
-                raise WriteRefused(f"{rel_path} is protected; only a person may edit it")
-            text = target.read_text(encoding="utf-8")
-            if not text.endswith("\n"):
-                text += "\n"
-            atomic_write_text(target, text + entry + "\n")
-        else:
-            fields = {"id": f"daily-{day}", "type": "daily", "l0": f"Session log for {day}",
-                      "importance": 0.3, "tags": ["session-log"], "created": now.date(), "version": 1}
-            atomic_write_text(target, render_new_file(fields, f"# Session log {day}\n\n{entry}\n"))
-    return rel_path
+        for part in range(1, MAX_DAILY_ROLLOVER + 1):
+            stem = day if part == 1 else f"{day}-{part}"
+            rel_path = f"{TYPE_FOLDERS['daily']}/{stem}.md"
+            target = safe_target(root, rel_path)
+            try:
+                if target.exists() or target.is_symlink():
+                    current = load_memory(root, rel_path, config)
+                    if isinstance(current, InvalidFile):
+                        reasons.append(f"{rel_path}: {current.reason}")
+                        continue
+                    if current is None:
+                        continue
+                    if current.protected:
+                        reasons.append(f"{rel_path} is protected")
+                        continue
+                    text = current.path.read_bytes().decode("utf-8")
+                    if not text.endswith("\n"):
+                        text += "\n"
+                    commit_memory(root, config, rel_path, text + entry + "\n", expected_checksum=current.checksum)
+                else:
+                    title = f"Session log for {day}" + ("" if part == 1 else f" (part {part})")
+                    fields = {"id": f"daily-{stem}", "type": "daily", "l0": title,
+                              "importance": 0.3, "tags": ["session-log"], "created": now.date(), "version": 1}
+                    commit_memory(root, config, rel_path,
+                                  render_new_file(fields, f"# Session log {day}\n\n{entry}\n"),
+                                  expected_checksum=None, must_be_new=True)
+                return rel_path
+            except WriteConflict:
+                raise
+            except WriteRefused as exc:
+                if str(exc).startswith("disk full"):
+                    raise
+                reasons.append(str(exc))
+    raise WriteRefused(f"the session log for {day} could not take this entry: " + "; ".join(reasons[-3:]))
 
 
 # --- person actions (governance) ------------------------------------------------
 
-def update_fields(root: Path, config: Config, rel_path: str, changes: dict[str, Any]) -> str:
-    """Rewrite some frontmatter keys of one file in place (atomic), bumping ``version``."""
+def update_fields(root: Path, config: Config, rel_path: str, changes: dict[str, Any], *,
+                  allow_protected: bool = False) -> str:
+    """Rewrite some frontmatter keys of one file in place (through the gate), bumping ``version``.
+
+    A protected memory is refused unless ``allow_protected`` (a person's explicit unlock).
+    """
     with write_lock(root):
-        target = safe_target(root, rel_path, allow_archive=True)
+        safe_target(root, rel_path, allow_archive=True)
         current = load_memory(root, rel_path, config)
         if not isinstance(current, Memory):
             reason = current.reason if isinstance(current, InvalidFile) else "file not found"
             raise WriteRefused(f"{rel_path}: {reason}")
+        if current.protected and not allow_protected:
+            raise WriteRefused(f"memory {current.id!r} ({rel_path}) is protected; "
+                               f"a person can unlock it with `ctxos unlock {current.id}`")
         all_changes = {**changes, "modified": utc_now(), "version": current.version + 1}
-        atomic_write_text(target, update_frontmatter(target.read_text(encoding="utf-8"), all_changes))
+        text = current.path.read_bytes().decode("utf-8")
+        commit_memory(root, config, rel_path, update_frontmatter(text, all_changes),
+                      expected_checksum=current.checksum)
     return rel_path
 
 
@@ -281,9 +388,19 @@ def set_importance(root: Path, store: MemoryStore, config: Config, memory_id: st
     memory = store.get(memory_id)
     if memory is None:
         raise WriteRefused(f"no memory with id {memory_id!r}")
-    if isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
         raise WriteRefused(f"importance {value!r} is outside 0.0-1.0")
     return update_fields(root, config, memory.rel_path, {"importance": round(float(value), 3)})
+
+
+def set_protected(root: Path, store: MemoryStore, config: Config, memory_id: str, protected: bool) -> str:
+    """A person's explicit lock/unlock (``ctxos lock`` / ``ctxos unlock``; never an MCP tool)."""
+    memory = store.get(memory_id)
+    if memory is None:
+        raise WriteRefused(f"no memory with id {memory_id!r}")
+    if memory.protected == protected:
+        return memory.rel_path
+    return update_fields(root, config, memory.rel_path, {"protected": bool(protected)}, allow_protected=True)
 
 
 def archive_memory(root: Path, store: MemoryStore, memory_id: str) -> tuple[str, str]:
@@ -291,6 +408,9 @@ def archive_memory(root: Path, store: MemoryStore, memory_id: str) -> tuple[str,
     memory = store.get(memory_id)
     if memory is None:
         raise WriteRefused(f"no memory with id {memory_id!r}")
+    if memory.protected:
+        raise WriteRefused(f"memory {memory.id!r} ({memory.rel_path}) is protected; "
+                           f"a person can unlock it with `ctxos unlock {memory.id}`")
     return _move(root, memory.rel_path, f"{ARCHIVE_FOLDER}/{memory.rel_path}")
 
 
@@ -316,6 +436,28 @@ def _move(root: Path, src_rel: str, dst_rel: str) -> tuple[str, str]:
             raise WriteRefused(f"{src_rel} does not exist")
         if dst.exists():
             raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it")
+        if _is_protected_file(src):
+            raise WriteRefused(f"{src_rel} is protected; a person can unlock it with `ctxos unlock`")
         dst.parent.mkdir(parents=True, exist_ok=True)
-        src.rename(dst)
+        try:
+            os.link(src, dst)          # no-clobber: fails if dst appeared meanwhile
+            os.unlink(src)
+        except FileExistsError:
+            raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it") from None
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise WriteRefused(f"disk full: {src_rel} was not moved") from None
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP):
+                raise WriteRefused(f"{src_rel} could not be moved ({exc.strerror})") from None
+            if dst.exists():
+                raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it") from None
+            src.rename(dst)        # file systems without hard links
     return src_rel, dst_rel
+
+
+def _is_protected_file(path: Path) -> bool:
+    try:
+        text = path.read_bytes()[:8192].decode("utf-8", "replace")
+    except OSError:
+        return False
+    return bool(re.search(r"(?m)^protected:[ \t]*true[ \t]*$", text.split("\n---", 1)[0]))

@@ -1,4 +1,4 @@
-"""``ctxos governance|archive|unarchive|importance|dismiss|health|router|graph``.
+"""``ctxos governance|archive|unarchive|importance|lock|unlock|dismiss|health|router|graph``.
 
 Reports go through the running daemon when there is one (warm state), else
 in-process (said on stderr). The actions a person takes on findings (archive,
@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("value", type=float, metavar="VALUE")
     imp.add_argument("--json", action="store_true", help="machine-readable output")
     imp.set_defaults(func=cmd_importance)
+
+    for name, func, text in (("lock", cmd_lock, "protect a memory: no agent or governance action may change it"),
+                             ("unlock", cmd_unlock, "allow changes to a protected memory (a person's explicit unlock)")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("id", metavar="ID")
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd.set_defaults(func=func)
 
     dis = sub.add_parser("dismiss", help="hide a governance finding until its files change")
     dis.add_argument("fingerprint", metavar="FINGERPRINT")
@@ -117,24 +124,75 @@ def _evidence_line(finding: dict[str, Any]) -> str:
     return ""
 
 
+def _each(args: argparse.Namespace, method: str, refs: list[str], key: str) -> tuple[list[Any], list[dict[str, str]]]:
+    """Run ``method`` per ref; a refused one (e.g. protected) is skipped and reported, the rest go on."""
+    done, skipped = [], []
+    for ref in refs:
+        try:
+            done.append(_call(args, method, {"id": ref}, writes=True))
+        except CliError as exc:
+            if exc.exit_code == 2 and len(refs) == 1:
+                raise
+            skipped.append({key: ref, "skipped": str(exc)})
+    return done, skipped
+
+
 def cmd_archive(args: argparse.Namespace) -> int:
-    results = [_call(args, "archive", {"id": memory_id}, writes=True) for memory_id in args.ids]
+    results, skipped = _each(args, "archive", args.ids, "archived")
     if args.json:
-        _print_json(results)
+        _print_json(results + skipped)
     else:
         for item in results:
             print(f"archived {item['archived']}: {item['from']} -> {item['to']}  (undo: ctxos unarchive {item['archived']})")
-    return 0
+        for item in skipped:
+            print(f"skipped {item['archived']}: {item['skipped']}")
+    return 1 if skipped else 0
 
 
 def cmd_unarchive(args: argparse.Namespace) -> int:
-    results = [_call(args, "unarchive", {"id": ref}, writes=True) for ref in args.ids]
+    results, skipped = _each(args, "unarchive", args.ids, "unarchived")
     if args.json:
-        _print_json(results)
+        _print_json(results + skipped)
     else:
         for item in results:
             print(f"unarchived {item['unarchived']}: {item['from']} -> {item['to']}")
+        for item in skipped:
+            print(f"skipped {item['unarchived']}: {item['skipped']}")
+    return 1 if skipped else 0
+
+
+def cmd_lock(args: argparse.Namespace, protected: bool = True) -> int:
+    """A person's explicit lock/unlock, done by this CLI process on the file itself.
+
+    Deliberately not an RPC/MCP method: no agent transport can unlock a memory.
+    The running daemon's watcher picks the edit up like any other edit on disk.
+    """
+    from ctxos.client.cli import require_workspace, resolve_workspace
+    from ctxos.services.config import load_config
+    from ctxos.services.model import Memory
+    from ctxos.services.store import MemoryStore
+    from ctxos.services.workspace import scan_workspace
+    from ctxos.services.writes import WriteRefused, set_protected
+
+    root = require_workspace(resolve_workspace(args.workspace))
+    config = load_config(root)
+    store = MemoryStore()
+    store.replace_all([m for m in scan_workspace(root, config) if isinstance(m, Memory)])
+    try:
+        rel = set_protected(root, store, config, args.id, protected)
+    except WriteRefused as exc:
+        raise CliError(str(exc), exit_code=1) from None
+    state = "locked (protected: agents cannot change it)" if protected else \
+        f"unlocked: it can be changed now; run `ctxos lock {args.id}` when done"
+    if args.json:
+        _print_json({"id": args.id, "protected": protected, "path": rel})
+    else:
+        print(f"{args.id} {state} ({rel})")
     return 0
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    return cmd_lock(args, protected=False)
 
 
 def cmd_importance(args: argparse.Namespace) -> int:

@@ -1,0 +1,207 @@
+"""The one gate every file write goes through: check first, replace atomically, or change nothing.
+
+Order, for a memory file (``commit_memory``):
+
+1. the new text is encoded as UTF-8 (a lone surrogate is refused, in user words);
+2. it is parsed with the very loader that reads files (``memory_file.parse_memory``
+   with ``limits.max_file_bytes``), so a file the daemon would not serve is never
+   written: caps are counted in bytes exactly as the loader counts them;
+3. under the caller's write lock the file on disk is re-read and its checksum
+   compared with the checksum of the version the caller read (``expected_checksum``);
+   a difference is a ``WriteConflict`` (a person's edit wins);
+4. the text goes to a temp file in the same folder (fsynced); right before the
+   rename the on-disk checksum is compared once more; then ``os.replace``.
+
+Anything refused leaves the target byte-for-byte untouched. A full disk is
+``WriteRefused("disk full ...")`` with the old file still in place, never
+"error but written".
+
+``commit_generated`` is the mode for generated files (router files, importers'
+non-memory outputs): same atomic replace and disk-full handling, no memory parse.
+
+``after_write`` is the single place where a successful write is final: every
+callback registered there runs after the rename, with the workspace-relative path
+(issue 17 hooks git/journal history here). A failing callback is logged, never
+turned into "error but written".
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from .atomic import _fsync_dir
+from .config import Config
+from .memory_file import MemoryFileError, checksum_bytes, parse_memory
+from .model import Memory
+from .workspace import folder_type, relative_path
+
+log = logging.getLogger(__name__)
+
+AfterWrite = Callable[[Path, str], None]
+"""``callback(root, rel_path)``: called once a write is final (file renamed into place)."""
+
+after_write: list[AfterWrite] = []
+
+TEMP_NAME_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
+
+
+class WriteRefused(Exception):
+    """A write that the safety rules forbid; the message says why and what to do. The file is unchanged."""
+
+
+class WriteConflict(WriteRefused):
+    """The file changed since the writer read it (or no version was named): read it again."""
+
+
+def encode_text(text: str, what: str) -> bytes:
+    """UTF-8 bytes, refusing lone surrogates (they cannot be stored in a UTF-8 file)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WriteRefused(
+            f"{what} contains a lone surrogate character (U+{ord(text[exc.start]):04X} at position {exc.start}); "
+            "it cannot be saved as UTF-8 text: remove it or send the real character"
+        ) from None
+
+
+def disk_checksum(path: Path) -> str | None:
+    """Checksum of the bytes on disk now, or None when the file is absent."""
+    try:
+        return checksum_bytes(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def validate_memory_bytes(root: Path, rel_path: str, data: bytes, config: Config) -> Memory:
+    """Parse ``data`` exactly as the loader would read it from ``rel_path``; refuse with the reason."""
+    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    try:
+        return parse_memory(data, rel_path=rel_path, path=Path(root) / rel_path, folder_type=folder_type(rel_path),
+                            mtime=time.time(), max_bytes=max_bytes)
+    except MemoryFileError as exc:
+        raise WriteRefused(f"{rel_path}: the result would not be a valid memory ({exc}); nothing was written") from None
+
+
+def commit_memory(root: Path, config: Config, rel_path: str, text: str, *,
+                  expected_checksum: str | None, must_be_new: bool = False,
+                  validate: Callable[[Memory], None] | None = None) -> Memory:
+    """Validate and atomically write one memory file. Call under ``writes.write_lock``.
+
+    ``expected_checksum`` is the checksum of the bytes the caller based its change on
+    (None with ``must_be_new`` for a create). ``validate`` may refuse the parsed result
+    (e.g. tags that would not read back as passed). Returns the parsed new memory.
+    """
+    data = encode_text(text, rel_path)
+    memory = validate_memory_bytes(root, rel_path, data, config)
+    if validate is not None:
+        validate(memory)
+    target = Path(root) / rel_path
+    _check_disk(target, rel_path, expected_checksum, must_be_new)
+    _replace(target, data, lambda: _check_disk(target, rel_path, expected_checksum, must_be_new))
+    _finalise(root, target)
+    return memory
+
+
+def commit_generated(path: Path, text: str, *, root: Path | None = None, mode: int | None = None) -> None:
+    """Atomically write a generated (non-memory) file such as a router file; disk full is refused cleanly."""
+    path = Path(path)
+    _replace(path, encode_text(text, path.name), None, mode=mode)
+    if root is not None:
+        _finalise(root, path)
+
+
+def _check_disk(target: Path, rel_path: str, expected_checksum: str | None, must_be_new: bool) -> None:
+    now = disk_checksum(target)
+    if must_be_new:
+        if now is not None or target.is_symlink():
+            raise WriteConflict(f"{rel_path} was created by someone else meanwhile; read it and update it instead")
+        return
+    if now is None:
+        raise WriteConflict(f"{rel_path} was deleted or moved on disk since you read it; nothing was written")
+    if expected_checksum is not None and now != expected_checksum:
+        raise WriteConflict(
+            f"{rel_path} changed on disk since you read it (a person's edit wins); "
+            "read the memory again (get_memory) and apply your change to that version"
+        )
+
+
+def _replace(target: Path, data: bytes, recheck: Callable[[], None] | None, mode: int | None = None) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _os_refusal(exc, target) from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if mode is not None:
+                os.chmod(tmp_name, mode)
+            elif target.exists():
+                os.chmod(tmp_name, target.stat().st_mode & 0o7777)
+            else:
+                os.chmod(tmp_name, 0o644)
+        except OSError as exc:
+            raise _os_refusal(exc, target) from None
+        if recheck is not None:
+            recheck()
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(target.parent)
+
+
+def _os_refusal(exc: OSError, target: Path) -> WriteRefused:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return WriteRefused(f"disk full: {target.name} was not written (the previous version, if any, is unchanged); "
+                           "free some space and try again")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return WriteRefused(f"{target.name} cannot be written ({exc.strerror}); nothing was changed")
+    return WriteRefused(f"{target.name} could not be written ({exc.strerror or exc}); nothing was changed")
+
+
+def _finalise(root: Path, target: Path) -> None:
+    rel = relative_path(root, target) or target.name
+    for callback in list(after_write):
+        try:
+            callback(Path(root), rel)
+        except Exception:  # a history hook failing must not turn a done write into an error
+            log.exception("after_write hook %r failed for %s", callback, rel)
+
+
+def remove_orphan_temps(root: Path, *, min_age_s: float = 0.0) -> list[str]:
+    """Delete ``.name.XXXX.tmp`` files left by a crash mid-write (call under the write lock at start).
+
+    Returns the workspace-relative paths removed. Hidden folders other than the
+    workspace's own state dir are left alone.
+    """
+    removed: list[str] = []
+    now = time.time()
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = relative_path(root, dirpath) or ""
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") or (rel_dir == "" and d == ".ctxos")]
+        for name in filenames:
+            if not TEMP_NAME_RE.match(name):
+                continue
+            path = Path(dirpath) / name
+            try:
+                if path.is_symlink() or not path.is_file() or now - path.stat().st_mtime < min_age_s:
+                    continue
+                path.unlink()
+            except OSError:
+                continue
+            removed.append(f"{rel_dir}/{name}".lstrip("/"))
+    return removed
