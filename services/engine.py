@@ -49,6 +49,9 @@ from .workspace import (display_name, is_ignored_dir, is_memory_path, iter_memor
 log = logging.getLogger(__name__)
 
 TOKEN_CACHE_MAX = 200_000
+# A version number served with two different contents (a person edited without bumping
+# ``version``): ``expected_version`` alone no longer says which one the caller read.
+AMBIGUOUS_VERSION = "ambiguous"
 
 
 @dataclass
@@ -110,7 +113,7 @@ class Engine:
         self._loaded = False
         # (id, version) -> checksum of every version this engine served (get_memory,
         # resources, context): expected_version alone then detects an unversioned edit.
-        self._served: dict[tuple[str, int], str] = {}
+        self._served: dict[tuple[str, int], set[str]] = {}
         self._served_lock = threading.Lock()
         self.removed_temp_files: list[str] = []
 
@@ -517,11 +520,15 @@ class Engine:
         with self._served_lock:
             if len(self._served) > 200_000:
                 self._served.clear()
-            self._served[(memory.id, memory.version)] = memory.checksum
+            self._served.setdefault((memory.id, memory.version), set()).add(memory.checksum)
 
     def served_checksum(self, memory_id: str, version: int) -> str | None:
+        """The checksum served for this version; ``AMBIGUOUS`` when one version was served with two contents."""
         with self._served_lock:
-            return self._served.get((memory_id, version))
+            seen = self._served.get((memory_id, version))
+        if not seen:
+            return None
+        return next(iter(seen)) if len(seen) == 1 else AMBIGUOUS_VERSION
 
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.store.get(memory_id)

@@ -121,6 +121,12 @@ def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: in
             f"memory {current.id!r} changed since you read it: you read version {expected_version}, "
             f"the file is at version {current.version}; read it again"
         )
+    if expected_checksum == "ambiguous":
+        raise WriteConflict(
+            f"memory {current.id!r} ({current.rel_path}) was edited on disk without a version bump: version "
+            f"{current.version} was served with two different contents; read it again and pass its "
+            "checksum as expected_checksum"
+        )
     if expected_checksum and expected_checksum != current.checksum:
         raise WriteConflict(
             f"memory {current.id!r} ({current.rel_path}) changed since you read it: its content "
