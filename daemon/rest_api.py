@@ -352,8 +352,10 @@ class RestApi:
         params.setdefault("l0", current.get("l0"))
         if "content" not in params and "l1" not in params:
             params["l1"], params["content"] = current.get("l1") or "", current.get("l2") or ""
-        saved = await self.call("save_memory", {**_body_fields(params), "id": memory_id,
-                                                "expected_version": version})
+        fields = {**_body_fields(params), "id": memory_id, "expected_version": version}
+        if checksum:
+            fields["expected_checksum"] = checksum      # the gate re-checks it under the write lock
+        saved = await self.call("save_memory", fields)
         return json_response(await self._memory(_saved_id(saved) or memory_id))
 
     async def _memory_or_none(self, memory_id: str) -> dict[str, Any] | None:

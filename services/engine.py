@@ -362,11 +362,19 @@ class Engine:
         changed_ids: set[str] = set()
         touched: set[str] = set()
         unchanged = 0
-        present = set(iter_memory_paths(self.root))
+        problems: list[InvalidFile] = []
+        present = set(iter_memory_paths(self.root, problems))
+        odd = {p.rel_path: p for p in problems}      # folders that cannot be listed stay in doctor
         for rel in sorted(present | self.store.known_paths()):
+            if rel in odd:
+                continue
             if self._apply_file(rel, changed_ids, touched):
                 continue
             unchanged += 1
+        for rel, problem in odd.items():
+            if self.store.invalid.get(rel) != problem:
+                changed_ids.update(self.store.put_invalid(problem))
+                touched.add(rel)
         summary = self._finish(changed_ids, touched, unchanged)
         indexed = self.index.checksums()
         drift = [m for m in self.store.memories.values() if indexed.get(m.rel_path) != m.checksum]

@@ -129,8 +129,8 @@ def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: in
         )
     if expected_checksum and expected_checksum != current.checksum:
         raise WriteConflict(
-            f"memory {current.id!r} ({current.rel_path}) changed since you read it: its content "
-            "checksum differs (edited without a version bump); read it again"
+            f"memory {current.id!r} ({current.rel_path}) changed since you read it: it was "
+            "edited on disk without a version bump (its content checksum differs); read it again"
         )
     known = store.checksum_of(current.rel_path)
     if known is not None and known != current.checksum:
