@@ -543,7 +543,7 @@ function fillEditor(m) {
   // Protected memories refuse every write through the engine's write rules (agents and this page
   // alike); a person edits them in the file itself.
   $("#ed-save").disabled = Boolean(m.protected);
-  if (m.protected) editorNote(`${m.id} is protected: saving here is refused; edit ${m.path} by hand.`);
+  if (m.protected) editorNote(`${m.id} is protected: saving here is refused. To change it, run \`ctxos unlock ${m.id}\` in a terminal (a person's explicit unlock), then reload.`);
   $("#ed-revert").hidden = isNew;
   $("#ed-status").textContent = "";
   for (const li of document.querySelectorAll("#mem-list li")) li.classList.toggle("active", li.dataset.id === m.id);
