@@ -230,8 +230,9 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         expected_version: Annotated[int | None, Field(ge=1, description=
                                     "the version you read; required to update an existing memory")] = None,
         expected_checksum: Annotated[str | None, Field(description=
-                                     "the checksum of the memory you read (memory:// gives it); also "
-                                     "catches edits made without a version bump")] = None,
+                                     "the checksum of the memory you read (memory:// gives it); optional: "
+                                     "the server remembers what it served, so expected_version alone "
+                                     "already refuses a save over a person's edit")] = None,
     ) -> Annotated[CallToolResult, SaveOut]:
         result = await _call(backend, "save_memory", {
             "type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,

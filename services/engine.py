@@ -575,7 +575,7 @@ class Engine:
             if served is not None:
                 fields["expected_checksum"] = served
         result = writes.save_memory(self.root, self.store, self.config, **fields)
-        self.apply_changes([result.rel_path])
+        self._index_after_write(result.rel_path)
         memory = self.store.get_by_path(result.rel_path)
         if memory is None:
             invalid = self.store.invalid.get(result.rel_path)
@@ -587,8 +587,23 @@ class Engine:
     def log_session(self, event: str, details: str | None = None) -> str:
         self._require_loaded()
         rel_path = writes.log_session(self.root, self.config, event, details)
-        self.apply_changes([rel_path])
+        self._index_after_write(rel_path)
         return rel_path
+
+    def _index_after_write(self, rel_path: str) -> None:
+        """Index a file the gate just made final. The write stands even if the index cannot be
+        updated (e.g. the disk filled up in between): the store serves it, the next re-sync indexes it,
+        and the caller is never told "failed" about a file that was written."""
+        try:
+            self.apply_changes([rel_path])
+        except OSError as exc:
+            log.warning("%s was saved but the index could not be updated (%s); the next re-sync retries",
+                        rel_path, exc)
+            if rel_path not in self.store.by_path:
+                loaded = load_memory(self.root, rel_path, self.config)
+                if isinstance(loaded, Memory):
+                    self.store.put(loaded)
+                    self._bump()
 
     # --- status ------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -58,3 +58,9 @@ def test_build_workspace_is_deterministic_and_loads(tmp_path):
     engine.load()
     assert len(engine.store) == 120 and not engine.invalid_files()
     engine.close()
+
+
+def test_bench_writes_small(tmp_path):
+    data = run_bench("bench_writes.py", tmp_path / "writes.json")
+    assert data["small"] is True and data["create_ms"]["n"] == 20
+    assert data["refused_ms"]["n"] == 20 and data["update_ms"]["p50"] > 0
