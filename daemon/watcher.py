@@ -50,6 +50,7 @@ MAX_DELAY_FACTOR = 10         # a continuous stream is still applied every 10 x 
 MIN_MAX_DELAY_S = 1.0
 MAX_ATTEMPTS = 3              # failed batches are retried, then answered with a reconcile
 RETRY_BACKOFF_S = (0.2, 1.0, 5.0, 30.0)
+MAX_RECONCILE_FAILURES = 6     # then stop retrying until the next file event (no endless 30 s loop)
 
 
 
@@ -425,8 +426,14 @@ class WatcherComponent:
         except Exception:  # noqa: BLE001
             self._reconcile_failures += 1
             backoff = RETRY_BACKOFF_S[min(self._reconcile_failures - 1, len(RETRY_BACKOFF_S) - 1)]
-            log.exception("reconcile failed; retrying in %.1f s", backoff)
             self._stats["errors"] += 1
+            if self._reconcile_failures >= MAX_RECONCILE_FAILURES:
+                log.exception("reconcile failed %d times; giving up until the next file change "
+                              "(see `ctxos doctor` and this log)", self._reconcile_failures)
+                self._reconcile_failures = 0
+                self._overflow = False
+                return None
+            log.exception("reconcile failed; retrying in %.1f s", backoff)
             self._overflow = True
             return backoff
         finally:
