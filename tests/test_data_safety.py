@@ -229,3 +229,39 @@ def test_orphaned_temp_files_are_removed_at_start(make_workspace, daemon_factory
     daemon = daemon_factory(root)
     assert daemon.has_memory("a")
     assert not orphan.exists() and keep.exists()
+
+
+def test_rest_serves_odd_names_and_refuses_protected_governance_actions(make_workspace, daemon_factory):
+    """Over the real HTTP server on 127.0.0.1: /api/memories never 500s on a name, and the web
+    view's governance actions refuse a protected memory."""
+    import json as jsonlib
+    import urllib.error
+    import urllib.request
+
+    root = make_workspace({"08-rules/keep.md": memory_text("keep", "Keep this rule.", protected=True)})
+    _make_odd_files(root)
+    daemon = daemon_factory(root, http=True)
+    base = daemon.http_url
+
+    def rest(method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = jsonlib.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, jsonlib.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, jsonlib.loads(exc.read() or b"{}")
+
+    status, listing = rest("GET", "/api/memories")
+    assert status == 200 and "keep" in {m["id"] for m in listing["memories"]}
+    status, _ = rest("GET", "/api/graph")
+    assert status == 200
+    before = (root / "08-rules/keep.md").read_bytes()
+    for action in ({"action": "archive", "memory_id": "keep"},
+                   {"action": "set_importance", "memory_id": "keep", "importance": 0.1}):
+        status, reply = rest("POST", "/api/governance/actions", action)
+        assert status in (403, 409, 422, 400) and "protected" in jsonlib.dumps(reply), (status, reply)
+    status, reply = rest("PUT", "/api/memories/keep", {"version": 1, "content": "agent edit"})
+    assert status >= 400 and "protected" in jsonlib.dumps(reply), (status, reply)
+    assert (root / "08-rules/keep.md").read_bytes() == before
