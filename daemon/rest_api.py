@@ -127,6 +127,8 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):

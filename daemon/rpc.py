@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -180,8 +181,12 @@ def encode_message(message: Any) -> bytes:
     """One JSON-RPC message as a single UTF-8 line (compact JSON never contains a raw newline).
 
     A lone surrogate (a file name that is not UTF-8, decoded with surrogateescape) is
-    written as its JSON escape ``\\udcxx``, so no name can make a reply fail."""
-    return json.dumps(message, default=json_default, ensure_ascii=False,
+    written as its JSON escape ``\\udcxx``, so no name can make a reply fail.
+    ``allow_nan=False``: ``NaN``/``Infinity`` are not JSON, so a result holding one
+    fails here (and becomes an internal-error reply) instead of reaching a client
+    as a line its parser rejects.
+    """
+    return json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False,
                       separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
 
 
@@ -205,8 +210,15 @@ def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
 
 
 def _valid_id(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)) \
-        or isinstance(value, float)
+    """JSON-RPC ids are a string, a number or null; never a bool, an object, a list or a
+    non-finite number (``1e999`` parses as infinity, which no JSON reply can echo)."""
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
 
 
 async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any) -> dict[str, Any] | None:
@@ -215,7 +227,7 @@ async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any)
     request_id = request.get("id")
     is_notification = "id" not in request
     if not _valid_id(request_id):
-        return error_response(None, RpcError(INVALID_REQUEST, "id must be a string, a number or null"))
+        return error_response(None, RpcError(INVALID_REQUEST, "id must be a string, a finite number or null"))
     if request.get("jsonrpc") != "2.0":
         return error_response(request_id, RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"'))
     method = request.get("method")
@@ -232,14 +244,37 @@ async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any)
     return None if is_notification else response
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_message(payload: bytes | str) -> Any:
+    """Decode one message; every way it can fail is a PARSE_ERROR that names the problem.
+
+    Invalid UTF-8, malformed JSON, the non-JSON constants ``NaN``/``Infinity`` and
+    nesting deeper than the interpreter's recursion limit (the C decoder raises
+    ``RecursionError`` there, e.g. for 100,000 ``[``) are all answered the same
+    way, so one bad line never closes the connection.
+    """
+    try:
+        text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+    except UnicodeDecodeError as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: the request is not valid UTF-8 ({exc.reason} at byte "
+                                    f"{exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise RpcError(PARSE_ERROR, "parse error: the request is nested too deeply") from None
+    except ValueError as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
+
+
 async def handle_payload(ctx: "DaemonContext", registry: RpcRegistry, payload: bytes | str) -> Any:
     """Handle one raw message (a request or a batch); return the reply object, or None for notifications."""
     try:
-        if isinstance(payload, bytes):
-            payload = payload.decode("utf-8")
-        message = json.loads(payload)
-    except (UnicodeDecodeError, ValueError) as exc:
-        return error_response(None, RpcError(PARSE_ERROR, f"parse error: {exc}"))
+        message = parse_message(payload)
+    except RpcError as exc:
+        return error_response(None, exc)
     if isinstance(message, list):
         if not message:
             return error_response(None, RpcError(INVALID_REQUEST, "empty batch"))
