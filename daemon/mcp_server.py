@@ -115,7 +115,11 @@ class SaveOut(BaseModel):
 
 
 class SkillOut(BaseModel):
+    matched: bool = Field(True, description="true: the name matched this skill exactly (id, file name or "
+                                            "title); get_skill never returns a near miss")
+    matched_by: Literal["id", "file name", "title"]
     id: str
+    type: Literal["skill"] = "skill"
     title: str
     l0: str
     path: str
@@ -245,17 +249,21 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
 
     @mcp.tool(
         title="Get skill",
-        description="A skill (how-to) from 04-skills/ in full, found by its id, file name or title. "
-                    "Use get_context to find a skill by topic.",
+        description="A skill (how-to, type skill) in full, by its exact name: its id, file name or title, "
+                    "ignoring case. Only an exact match is returned, never a similar skill. A name that "
+                    "matches nothing is an error listing the closest skills by name (ask again with one "
+                    "of those); a name that is a rule or another non-skill memory is refused and says what "
+                    "it is (read it with memory://{id}). Use get_context to find a skill by topic.",
     )
     async def get_skill(
-        name: Annotated[str, Field(min_length=1, description="the skill's id, file name or title")],
+        name: Annotated[str, Field(min_length=1, description="the skill's exact id, file name or title (any case)")],
     ) -> Annotated[CallToolResult, SkillOut]:
         result = await _call(backend, "get_skill", {"name": name})
         memory = result.get("memory", result) if isinstance(result, dict) else result
-        if not memory:
-            raise ToolError(f"no skill matches {name!r}")
-        out = SkillOut(id=memory["id"], title=memory.get("title") or memory["id"], l0=memory.get("l0", ""),
+        if not memory or memory.get("type") != "skill" or memory.get("matched") is not True:
+            raise ToolError(f"no skill named {name!r}")      # the RPC method never answers this way
+        out = SkillOut(matched=True, matched_by=memory.get("matched_by", "id"), id=memory["id"],
+                       title=memory.get("title") or memory["id"], l0=memory.get("l0", ""),
                        path=memory["path"], version=int(memory.get("version", 1)),
                        tags=list(memory.get("tags", [])), text=_memory_text(memory))
         return _tool_result(_render_memory(memory), out)

@@ -144,14 +144,21 @@ def list_memories(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any
 
 
 def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
-    """A skill in full: by id, then title, then best match."""
+    """A skill in full, by its exact id, file name or title (any case); never a near miss.
+
+    Not found, not a skill, or ambiguous: NOT_FOUND with ``data.reason`` and
+    ``data.suggestions`` (the closest skills by name).
+    """
+    from ctxos.services.skill_lookup import SkillLookupError
+
     check_known(params, {"name"})
     name = param(params, "name", str)
-    memory = ctx.engine.get_skill(name)
-    if memory is None:
-        raise RpcError(NOT_FOUND, f"no skill matches {name!r}")
-    ctx.engine.note_served(memory)
-    return memory.to_dict(include_text=True)
+    try:
+        match = ctx.engine.find_skill(name)
+    except SkillLookupError as exc:
+        raise RpcError(NOT_FOUND, exc.message, exc.to_dict()) from None
+    ctx.engine.note_served(match.memory)
+    return {**match.memory.to_dict(include_text=True), "matched": True, "matched_by": match.matched_by}
 
 
 def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:

@@ -33,13 +33,13 @@ from . import writes
 from .access_log import AccessLog
 from .config import Config, load_config
 from .graph import LinkGraph, build_graph
-from .intent import query_words
 from .index import MemoryIndex, analyze, heading_text
 from .model import ContextResult, InvalidFile, Memory
 from .query import execute_context_query as _execute_context_query
 from .query import score_query
 from .render import catalog_line, memory_block
 from .signals import KeywordOverlapScorer, SemanticScorer
+from .skill_lookup import SkillMatch, find_skill
 from .store import MemoryStore
 from .tokens import TokenCounter, default_counter, get_counter
 from .write_gate import remove_orphan_temps
@@ -547,22 +547,18 @@ class Engine:
     def invalid_files(self) -> list[InvalidFile]:
         return self.store.invalid_files()
 
-    def get_skill(self, name: str) -> Memory | None:
-        """A skill by exact id, then by file stem or title, then the best BM25 match among skills."""
+    def get_skill(self, name: str) -> Memory:
+        """The skill named exactly ``name`` (id, file name or title, any case); see skill_lookup.py.
+
+        Raises ``SkillLookupError`` (with the closest skills by name) instead of
+        ever answering with a different memory.
+        """
+        return self.find_skill(name).memory
+
+    def find_skill(self, name: str) -> SkillMatch:
+        """Like :meth:`get_skill`, and says which key matched."""
         self._require_loaded()
-        memory = self.store.get(name)
-        if memory is None:
-            resolved = self.store.resolve_link(name)
-            memory = self.store.get(resolved) if resolved else None
-        if memory is not None and memory.type == "skill":
-            return memory
-        skill_paths = [m.rel_path for m in self.store.list("skill")]
-        words = [(word, 1.0) for word in query_words(name)]
-        if not skill_paths or not words:
-            return None
-        hits = self.index.search(words, limit=len(skill_paths), restrict_paths=skill_paths)
-        best = max(hits, key=lambda hit: hit.score, default=None)
-        return self.store.get(best.id) if best is not None and best.score > 0 else None
+        return find_skill(self.store.list(), name)
 
     # --- writes (see writes.py for the safety rules) -------------------------------------
     def save_memory(self, **fields: Any) -> Memory:

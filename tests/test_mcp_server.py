@@ -146,23 +146,43 @@ async def test_invalid_arguments_are_tool_errors(client, workspace):
     assert snapshot(workspace) == before
 
 
-async def test_get_skill_by_id_title_and_match(client):
+async def test_get_skill_by_id_title_and_file_name(client):
     by_id = await client.call_tool("get_skill", {"name": "deploy-checklist"})
     assert by_id.structured_content["id"] == "deploy-checklist"
+    assert by_id.structured_content["matched"] is True and by_id.structured_content["matched_by"] == "id"
     assert "Watch the error dashboards" in by_id.structured_content["text"]       # full L2 text
     assert "Watch the error dashboards" in by_id.content[0].text
-    by_title = await client.call_tool("get_skill", {"name": "Rust Error Handling"})
+    by_title = await client.call_tool("get_skill", {"name": "rust ERROR handling"})   # any case
     assert by_title.structured_content["id"] == "rust-errors"
+    assert by_title.structured_content["matched_by"] == "title"
+    by_file = await client.call_tool("get_skill", {"name": "04-skills/Deploy-Checklist.md"})
+    assert by_file.structured_content["id"] == "deploy-checklist"
+    assert by_file.structured_content["matched_by"] == "file name"
+
+
+async def test_get_skill_refuses_an_exact_non_skill_and_names_its_type(client):
     not_a_skill = await client.call_tool("get_skill", {"name": "apollo"})      # a project, not a skill
     assert not_a_skill.is_error
+    assert "'apollo' is a project, not a skill" in not_a_skill.content[0].text
+    rule = await client.call_tool("get_skill", {"name": "no-secrets"})          # a rule named exactly
+    assert rule.is_error and "is a rule, not a skill" in rule.content[0].text
+    assert "memory://no-secrets" in rule.content[0].text
+
+
+async def test_get_skill_near_miss_is_an_error_listing_the_closest_skills(client):
+    near = await client.call_tool("get_skill", {"name": "deploy checklists"})
+    assert near.is_error, near.content
+    text = near.content[0].text
+    assert "no skill named 'deploy checklists'" in text and "Closest skills by name: deploy-checklist" in text
+    assert near.structured_content is None                                      # no memory in the answer
     missing = await client.call_tool("get_skill", {"name": "qwxzv-nothing-like-this"})
-    assert missing.is_error and "no skill" in missing.content[0].text
+    assert missing.is_error and "no skill named" in missing.content[0].text
 
 
-async def test_get_skill_best_match_among_skills(client):
-    fuzzy = await client.call_tool("get_skill", {"name": "deploying the web app"})
-    assert not fuzzy.is_error, fuzzy.content
-    assert fuzzy.structured_content["id"] == "deploy-checklist"
+async def test_get_skill_description_states_the_rule(client):
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    description = tools["get_skill"].description
+    assert "exact" in description and "never" in description and "closest skills" in description
 
 
 async def test_log_session_creates_day_file_and_parallel_appends_keep_every_line(client, workspace):
