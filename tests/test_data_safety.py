@@ -114,7 +114,8 @@ def test_person_appends_race_agent_saves_and_none_is_lost(make_workspace, daemon
     thread.start()
     client = daemon.client()
     agent_saves = conflicts = 0
-    while not stop.is_set():
+    deadline = time.monotonic() + 15
+    while (not stop.is_set() or agent_saves == 0) and time.monotonic() < deadline:
         current = client.call("get_memory", {"id": "race"})
         body = (current["l1"] + "\n\n" + current["l2"]).strip()
         try:
@@ -128,7 +129,7 @@ def test_person_appends_race_agent_saves_and_none_is_lost(make_workspace, daemon
     assert agent_saves > 0, "the agent never saved: the race was not exercised"
     text = path.read_text(encoding="utf-8")
     lost = [line for line in appended if line not in text]
-    assert not lost, f"a person's lines were overwritten: {lost}"
+    assert not lost, f"a person's lines were overwritten: {lost} ({agent_saves} saves, {conflicts} conflicts)"
 
 
 def test_daily_log_refuses_oversize_details_and_rolls_over_a_person_made_oversize_log(make_workspace,
