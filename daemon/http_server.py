@@ -20,9 +20,11 @@ the first request can arrive and closed after the last one.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import logging
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,29 @@ log = logging.getLogger("ctxos.daemon.http")
 WEB_DIR = Path(__file__).resolve().parent / "web"
 LOOPBACK_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}
 SHUTDOWN_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Bounds on long-lived HTTP state (config section ``http_limits``)."""
+
+    mcp_session_idle_s: float = 600.0
+    mcp_max_sessions: int = 64
+    sse_max_streams: int = 16
+
+    @classmethod
+    def from_config(cls, config: Any) -> "HttpLimits":
+        """Read and check the section; a value that is not a positive number refuses to start HTTP."""
+        values: dict[str, Any] = {}
+        for name, default in ((f.name, f.default) for f in dataclasses.fields(cls)):
+            raw = config.get(f"http_limits.{name}", default)
+            kind = float if isinstance(default, float) else int
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0 \
+                    or (kind is int and int(raw) != raw):
+                raise ValueError(f"_config.yaml: http_limits.{name} must be a positive "
+                                 f"{'number' if kind is float else 'whole number'}, not {raw!r}; HTTP is off")
+            values[name] = kind(raw)
+        return cls(**values)
 
 
 class HttpPortInUse(OSError):
@@ -87,6 +112,8 @@ class HttpServerComponent:
         self.url: str | None = None
         self.port: int | None = None
         self.policy: SecurityPolicy | None = None
+        self.limits = HttpLimits()
+        self.sse_streams = 0
         self._runner: web.AppRunner | None = None
         self._sessions_task: asyncio.Task[None] | None = None
         self._sessions_ready = asyncio.Event()
@@ -107,6 +134,7 @@ class HttpServerComponent:
             self.port = int(bound_port)
             self.url = base_url(address, self.port)
             self.policy = policy_from_config(self.port, config.get("daemon.http_token"))
+            self.limits = HttpLimits.from_config(config)
             app = self._build_app(ctx, address)
             await self._start_sessions()
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
@@ -123,8 +151,14 @@ class HttpServerComponent:
         log.info("HTTP on %s (MCP %s/mcp, web view %s/)", self.url, self.url, self.url)
 
     def status(self) -> dict[str, Any]:
+        try:
+            sessions = getattr(self.mcp.session_manager, "_server_instances", None)
+        except (AttributeError, RuntimeError):   # before the app is built
+            sessions = None
         return {"url": self.url, "mcp": f"{self.url}/mcp", "sse": f"{self.url}/sse",
-                "token_required": bool(self.policy and self.policy.token)}
+                "token_required": bool(self.policy and self.policy.token),
+                "mcp_sessions": len(sessions) if sessions is not None else None,
+                "sse_streams": self.sse_streams, "limits": dataclasses.asdict(self.limits)}
 
     def _build_app(self, ctx: Any, address: str) -> web.Application:
         assert self.policy is not None
@@ -133,18 +167,38 @@ class HttpServerComponent:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                              allowed_hosts=sorted(self.policy.allowed_hosts),
                                              allowed_origins=sorted(self.policy.allowed_origins))
-        streamable = self.mcp.streamable_http_app(transport_security=security, host=address)
+        limits = self.limits
+        streamable = self.mcp.streamable_http_app(transport_security=security, host=address,
+                                                  session_idle_timeout=limits.mcp_session_idle_s,
+                                                  max_sessions=limits.mcp_max_sessions)
         legacy_sse = self.mcp.sse_app(transport_security=security, host=address)
 
         app = web.Application(middlewares=[security_middleware(self.policy)])
         mcp_handler = asgi_handler(streamable)
         sse_handler = asgi_handler(legacy_sse)
         app.router.add_route("*", "/mcp", mcp_handler)
-        app.router.add_route("GET", "/sse", sse_handler)
+        app.router.add_route("GET", "/sse", self._bounded_sse(sse_handler, limits.sse_max_streams))
         app.router.add_route("POST", "/messages/", sse_handler)
         self._add_rest(app, ctx)
         self._add_web_view(app)
         return app
+
+    def _bounded_sse(self, handler: Any, cap: int) -> Any:
+        """Legacy ``/sse``: each GET is a long-lived stream (and a session); at most ``cap`` at once."""
+
+        async def bounded(request: web.Request) -> web.StreamResponse:
+            if self.sse_streams >= cap:
+                log.warning("refused an /sse stream: %d are open (http_limits.sse_max_streams)", cap)
+                return web.Response(status=503, text=f"too many open /sse streams (limit {cap}); close one "
+                                                     f"or use Streamable HTTP at /mcp\n",
+                                    headers={"Retry-After": "5"})
+            self.sse_streams += 1
+            try:
+                return await handler(request)
+            finally:
+                self.sse_streams -= 1
+
+        return bounded
 
     @staticmethod
     def _add_rest(app: web.Application, ctx: Any) -> None:
