@@ -125,6 +125,10 @@ class HttpServerComponent:
         self.ctx = ctx
         # Read _config.yaml directly: components start while the engine is still loading.
         config = load_config(ctx.root)
+        if not config.usable:
+            # Fail closed: never serve HTTP with defaults standing in for settings we could not read.
+            raise ValueError(f"HTTP is off: {config.error}; fix the file and restart the daemon "
+                             f"(the socket and `ctxos mcp` over stdio keep working)")
         host = str(config.get("daemon.http_host", "127.0.0.1"))
         option_port = getattr(getattr(ctx, "options", None), "http_port", None)
         port = int(option_port if option_port is not None else config.get("daemon.http_port", 3847))

@@ -92,6 +92,7 @@ class Engine:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().resolve()
         self.config: Config = Config()
+        self._config_ok = False      # a _config.yaml that parsed and validated has been loaded
         self.store = MemoryStore()
         self.state_dir: Path | None = None
         self.index: MemoryIndex | None = None  # type: ignore[assignment]
@@ -151,7 +152,14 @@ class Engine:
 
     def reload_config(self) -> None:
         """Re-read ``_config.yaml`` (the counter and weights take effect on the next query)."""
-        self.config = load_config(self.root)
+        fresh = load_config(self.root)
+        if not fresh.usable and self._config_ok:
+            # Fail closed: a typo must not replace the user's settings (a token, say) with defaults.
+            fresh = Config(self.config.data, error=f"{fresh.error}; keeping the last good configuration",
+                           usable=True)
+        else:
+            self._config_ok = self._config_ok or fresh.usable
+        self.config = fresh
         self.problems = [self.config.error] if self.config.error else []
         try:
             counter = get_counter(self.config.get("tokens.counter", "heuristic"))

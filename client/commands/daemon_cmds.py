@@ -134,6 +134,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     state = "" if status.get("state") == "ready" else " (still loading the workspace)"
     http = f", http {status['http']}" if status.get("http") else ""
     print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}")
+    http_state = str((status.get("components") or {}).get("http", ""))
+    if http_state.startswith("failed"):
+        # Loud: a tool configured for this workspace's HTTP address would otherwise reach nothing,
+        # or another workspace's daemon on that port.
+        print(f"ctxos: WARNING: this daemon serves NO HTTP (MCP /mcp, REST, web view): "
+              f"{http_state[len('failed: '):]}", file=sys.stderr)
     return 0
 
 
@@ -187,13 +193,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _http_off(status: dict[str, Any]) -> str:
+    state = str((status.get("components") or {}).get("http", "off"))
+    return f"NOT SERVING ({state[len('failed: '):]})" if state.startswith("failed") else "off"
+
+
 def format_status(status: dict[str, Any]) -> str:
     """The human-readable ``ctxos status``."""
     lines = [
         f"ctxos daemon: {status.get('state', '?')} (pid {status.get('pid')}, up {_duration(status.get('uptime_s', 0))})",
         f"  workspace       {status.get('workspace')}",
         f"  socket          {status.get('socket')}",
-        f"  http            {status.get('http') or 'off'}",
+        f"  http            {status.get('http') or _http_off(status)}",
     ]
     if "memories" in status:
         lines.append(f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
