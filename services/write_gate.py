@@ -172,6 +172,12 @@ def _os_refusal(exc: OSError, target: Path) -> WriteRefused:
     return WriteRefused(f"{target.name} could not be written ({exc.strerror or exc}); nothing was changed")
 
 
+def notify_written(root: Path, path: Path) -> None:
+    """Run the ``after_write`` hooks for a change the gate did not write itself (an archive move:
+    called for the old path and the new one, under the write lock, once the move is final)."""
+    _finalise(root, path)
+
+
 def _finalise(root: Path, target: Path) -> None:
     rel = relative_path(root, target) or target.name
     for callback in list(after_write):

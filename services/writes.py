@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .config import Config
-from .write_gate import WriteConflict, WriteRefused, commit_memory, encode_text
+from .write_gate import WriteConflict, WriteRefused, commit_memory, encode_text, notify_written
 from .memory_file import L1_MARKER, L2_MARKER, render_new_file, update_frontmatter
 from .model import InvalidFile, Memory
 from .ontology import ARCHIVE_FOLDER, MEMORY_TYPES, SOURCES_FOLDER, STATE_FOLDER, TYPE_FOLDERS
@@ -458,6 +458,8 @@ def _move(root: Path, src_rel: str, dst_rel: str) -> tuple[str, str]:
             if dst.exists():
                 raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it") from None
             src.rename(dst)        # file systems without hard links
+        notify_written(root, src)
+        notify_written(root, dst)
     return src_rel, dst_rel
 
 

@@ -39,6 +39,19 @@ def test_after_write_runs_once_per_final_write_and_never_for_a_refusal(engine):
     assert seen == ["03-projects/a.md", "03-projects/a.md"]
 
 
+def test_after_write_sees_both_paths_of_an_archive_move(engine):
+    from ctxos.services.writes import archive_memory
+    engine.save_memory(type="project", id="mv", l0="Move", content="Moved.")
+    seen: list[str] = []
+    hook = lambda root, rel: seen.append(rel)  # noqa: E731
+    write_gate.after_write.append(hook)
+    try:
+        archive_memory(engine.root, engine.store, "mv")
+    finally:
+        write_gate.after_write.remove(hook)
+    assert seen == ["03-projects/mv.md", "_archive/03-projects/mv.md"]
+
+
 def test_a_failing_history_hook_does_not_turn_a_write_into_an_error(engine):
     def broken(root, rel):
         raise RuntimeError("history backend down")
