@@ -90,6 +90,16 @@ def test_second_workspace_on_a_busy_port_says_so(make_workspace, daemon_factory)
         assert "http," not in started.stdout                                # no address claimed
         status = _ctxos(second, "status", "--json")
         assert '"http": null' in status.stdout and "already in use" in status.stdout
+        # connect never writes the port the other workspace's daemon answers on
+        target = second / "cursor.json"
+        refused = _ctxos(second, "connect", "cursor", "--transport", "http", "--write", "--config", str(target))
+        assert refused.returncode != 0 and "serves no HTTP" in refused.stderr and not target.exists()
     finally:
         _ctxos(second, "stop")
     assert first.status()["http"] == f"http://127.0.0.1:{port}"             # the first one is untouched
+    # The first daemon runs on a port given with --http-port (its config says 3847): connect asks it.
+    printed = _ctxos(first.root, "connect", "cursor", "--transport", "http", "--print")
+    assert f"http://127.0.0.1:{port}/mcp" in printed.stdout and "address from the running daemon" in printed.stdout
+    # No daemon: the configured port, and it says so.
+    idle = _ctxos(second, "connect", "cursor", "--transport", "http", "--print")
+    assert f"http://127.0.0.1:{port}/mcp" in idle.stdout and "no daemon is running" in idle.stdout

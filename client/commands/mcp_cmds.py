@@ -60,15 +60,20 @@ def run_connect(args: argparse.Namespace) -> int:
 
     root = require_workspace(resolve_workspace(args.workspace))
     config = load_config(root)
+    host, port, address_note = str(config.get("daemon.http_host", "127.0.0.1")), None, None
+    if args.transport == "http":
+        host, port, address_note = http_address(root, config)
     try:
         plan = plan_connect(
             args.tool, transport=args.transport, scope=args.scope, name=args.name, workspace=root,
-            http_host=str(config.get("daemon.http_host", "127.0.0.1")),
-            http_port=int(config.get("daemon.http_port", 3847)),
+            http_host=host,
+            http_port=int(port if port is not None else config.get("daemon.http_port", 3847)),
             token=config.get("daemon.http_token") or None,
             config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None)
     except ConnectError as exc:
         raise CliError(str(exc)) from exc
+    if address_note:
+        plan.notes.insert(0, address_note)
 
     if not args.write:
         print(f"# {args.tool} ({args.transport}, {args.scope} scope): merge into {plan.path}")
@@ -97,6 +102,34 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(f"Restart {args.tool} (or reload its MCP servers) to pick it up.")
     return 0
+
+
+def http_address(root: Path, config: object) -> tuple[str, int, str | None]:
+    """The HTTP address to write for ``root``: the one its running daemon really serves.
+
+    Never a guess: a running daemon is asked (``status``); one that serves no HTTP
+    (its port was taken, say by another workspace's daemon) is refused, since the
+    configured port would reach the wrong daemon. With no daemon running, the
+    configured port is used and the note says so.
+    """
+    from urllib.parse import urlsplit
+
+    from ctxos.client.commands.daemon_cmds import query_status
+
+    status = query_status(root)
+    if status is not None:
+        url = status.get("http")
+        if not url:
+            state = str((status.get("components") or {}).get("http", "off"))
+            raise CliError(f"the daemon for {root} serves no HTTP ({state}); nothing was written. Fix that "
+                           f"(daemon.http_port, or stop what holds the port) and restart it, or use "
+                           f"--transport stdio")
+        parts = urlsplit(url)
+        return parts.hostname or "127.0.0.1", int(parts.port or 80), f"address from the running daemon: {url}"
+    port = int(config.get("daemon.http_port", 3847))  # type: ignore[attr-defined]
+    host = str(config.get("daemon.http_host", "127.0.0.1"))  # type: ignore[attr-defined]
+    return host, port, (f"no daemon is running for {root}: wrote the configured port {port} "
+                        f"(daemon.http_port); start it with `ctxos start` and check `ctxos status`")
 
 
 # ---------------------------------------------------------------- mcp (stdio)
