@@ -30,12 +30,11 @@ import errno
 import logging
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-from .atomic import _fsync_dir
+from .atomic import rename_temp, write_temp
 from .config import Config
 from .memory_file import MemoryFileError, checksum_bytes, parse_memory
 from .model import Memory
@@ -132,35 +131,13 @@ def _check_disk(target: Path, rel_path: str, expected_checksum: str | None, must
 
 
 def _replace(target: Path, data: bytes, recheck: Callable[[], None] | None, mode: int | None = None) -> None:
+    """``atomic``'s temp-then-rename, with OS errors while writing the temp file turned into refusals."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        tmp_name = write_temp(target, data, mode)
     except OSError as exc:
         raise _os_refusal(exc, target) from None
-    try:
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if mode is not None:
-                os.chmod(tmp_name, mode)
-            elif target.exists():
-                os.chmod(tmp_name, target.stat().st_mode & 0o7777)
-            else:
-                os.chmod(tmp_name, 0o644)
-        except OSError as exc:
-            raise _os_refusal(exc, target) from None
-        if recheck is not None:
-            recheck()
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(target.parent)
+    rename_temp(tmp_name, target, before_rename=recheck)
 
 
 def _os_refusal(exc: OSError, target: Path) -> WriteRefused:

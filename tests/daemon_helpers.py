@@ -76,6 +76,21 @@ def memory_text(memory_id: str, body: str, *, type: str | None = None, l0: str |
     return "\n".join(lines)
 
 
+def make_special_files(folder: Path) -> dict[str, str]:
+    """Symlink loops, a self-link, a FIFO and a Unix socket named ``*.md`` in ``folder``, made for real.
+
+    Returns {file name: a word the doctor reason must contain}; the odd-file and bad-input tests share it.
+    """
+    (folder / "loop-a.md").symlink_to(folder / "loop-b.md")
+    (folder / "loop-b.md").symlink_to(folder / "loop-a.md")
+    (folder / "self.md").symlink_to(folder / "self.md")
+    os.mkfifo(folder / "pipe.md")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(folder / "sock.md"))
+    sock.close()
+    return {"loop-a.md": "loop", "loop-b.md": "loop", "self.md": "loop", "pipe.md": "pipe", "sock.md": "socket"}
+
+
 class DaemonProcess:
     """A daemon subprocess plus a socket client to it."""
 

@@ -7,10 +7,9 @@ PATH_MAX) are made for real on this file system.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
+from daemon_helpers import daemon_factory, make_special_files, memory_text  # noqa: F401  (daemon_factory is a fixture)
 
 
 def fm(body: str, **fields: str) -> bytes:
@@ -68,14 +67,8 @@ def _make_special(root: Path) -> dict[str, str]:
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources/ref.md").write_text(memory_text("ref", "A source."))
     (folder / "link-sources.md").symlink_to(root / "sources/ref.md")
-    (folder / "loop-a.md").symlink_to(folder / "loop-b.md")
-    (folder / "loop-b.md").symlink_to(folder / "loop-a.md")
-    (folder / "self.md").symlink_to(folder / "self.md")
+    special = make_special_files(folder)
     (folder / "dangling.md").symlink_to(folder / "does-not-exist.md")
-    os.mkfifo(folder / "pipe.md")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(folder / "sock.md"))
-    sock.close()
     (folder / "folder.md").mkdir()              # a folder named like a file: walked into, never read as one
     (folder / "folder.md/inner.txt").write_text("not a memory")
     with open(os.fsencode(str(folder)) + b"/name-\xe9\xff.md", "wb") as handle:
@@ -95,12 +88,8 @@ def _make_special(root: Path) -> dict[str, str]:
     return {
         "03-projects/link-out.md": "outside the workspace",
         "03-projects/link-sources.md": "not served",
-        "03-projects/loop-a.md": "loop",
-        "03-projects/loop-b.md": "loop",
-        "03-projects/self.md": "loop",
+        **{f"03-projects/{name}": words for name, words in special.items()},
         "03-projects/dangling.md": "broken symlink",
-        "03-projects/pipe.md": "pipe",
-        "03-projects/sock.md": "socket",
         "03-projects/name-\\xe9\\xff.md": "UTF-8",
         "PATH_MAX": "File name too long",
     }

@@ -5,7 +5,6 @@ HTTP on 127.0.0.1 (REST and MCP streamable HTTP), watchdog; nothing is mocked.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import re
@@ -13,14 +12,13 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ctxos.client import RpcCallError
 from daemon_helpers import daemon_factory, memory_text, start_daemon  # noqa: F401  (daemon_factory is a fixture)
+from web_helpers import http
 
 pytestmark = pytest.mark.slow
 
@@ -99,14 +97,9 @@ def test_kill_9_during_mixed_writes_loses_no_acknowledged_write(make_workspace):
 # ---------------------------------------------------------------- 50 parallel writers
 
 def _rest(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+    """(status, JSON body) of one real REST request; an empty error body reads as {}."""
+    result = http(method, base + path, body, timeout=30)
+    return result.status, result.json() if result.body else {}
 
 
 def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_workspace, daemon_factory):

@@ -8,7 +8,6 @@ carry those edits in.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from ctxos.client import RpcCallError
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
+from daemon_helpers import daemon_factory, make_special_files, memory_text  # noqa: F401  (daemon_factory is a fixture)
+from web_helpers import http
 
 
 def _refused(daemon, **params) -> str:
@@ -155,18 +155,11 @@ def test_daily_log_refuses_oversize_details_and_rolls_over_a_person_made_oversiz
 def _make_odd_files(root: Path) -> list[str]:
     """The odd files of the issue; returns the doctor paths expected (non-UTF-8 name escaped)."""
     folder = root / "03-projects"
-    (folder / "loop-a.md").symlink_to(folder / "loop-b.md")
-    (folder / "loop-b.md").symlink_to(folder / "loop-a.md")
-    (folder / "self.md").symlink_to(folder / "self.md")
-    os.mkfifo(folder / "pipe.md")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(folder / "sock.md"))
-    sock.close()
+    special = make_special_files(folder)
     bad = os.fsencode(str(folder)) + b"/bad-\xff-name.md"
     with open(bad, "wb") as handle:
         handle.write(memory_text("badname", "A file whose name is not UTF-8.").encode())
-    return ["03-projects/loop-a.md", "03-projects/loop-b.md", "03-projects/self.md", "03-projects/pipe.md",
-            "03-projects/sock.md", "03-projects/bad-\\xff-name.md"]
+    return [*(f"03-projects/{name}" for name in special), "03-projects/bad-\\xff-name.md"]
 
 
 def test_odd_files_never_stop_the_daemon_and_doctor_explains_each(make_workspace, daemon_factory):
@@ -238,8 +231,6 @@ def test_rest_serves_odd_names_and_refuses_protected_governance_actions(make_wor
     """Over the real HTTP server on 127.0.0.1: /api/memories never 500s on a name, and the web
     view's governance actions refuse a protected memory."""
     import json as jsonlib
-    import urllib.error
-    import urllib.request
 
     root = make_workspace({"08-rules/keep.md": memory_text("keep", "Keep this rule.", protected=True)})
     _make_odd_files(root)
@@ -247,14 +238,8 @@ def test_rest_serves_odd_names_and_refuses_protected_governance_actions(make_wor
     base = daemon.http_url
 
     def rest(method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        data = jsonlib.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, jsonlib.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, jsonlib.loads(exc.read() or b"{}")
+        result = http(method, base + path, body, timeout=30)
+        return result.status, result.json() if result.body else {}
 
     status, listing = rest("GET", "/api/memories")
     assert status == 200 and "keep" in {m["id"] for m in listing["memories"]}
