@@ -10,7 +10,10 @@ Order, for a memory file (``commit_memory``):
    compared with the checksum of the version the caller read (``expected_checksum``);
    a difference is a ``WriteConflict`` (a person's edit wins);
 4. the text goes to a temp file in the same folder (fsynced); right before the
-   rename the on-disk checksum is compared once more; then ``os.replace``.
+   rename the on-disk checksum is compared once more; then ``os.replace``;
+5. the replaced file stays open across the rename: if an editor without our lock
+   wrote into it between the last check and the rename, its text is put back and
+   the save is a ``WriteConflict`` (the person's edit wins).
 
 Anything refused leaves the target byte-for-byte untouched. A full disk is
 ``WriteRefused("disk full ...")`` with the old file still in place, never
@@ -102,9 +105,90 @@ def commit_memory(root: Path, config: Config, rel_path: str, text: str, *,
         validate(memory)
     target = Path(root) / rel_path
     _check_disk(target, rel_path, expected_checksum, must_be_new)
-    _replace(target, data, lambda: _check_disk(target, rel_path, expected_checksum, must_be_new))
+    with _ReplacedInode(target) as replaced:
+        def recheck() -> None:
+            _check_disk(target, rel_path, expected_checksum, must_be_new)
+            replaced.pin(rel_path, expected_checksum)
+        _replace(target, data, recheck)
+        late = replaced.written_since_pin()
+        if late is not None:
+            _put_back(target, late, data)
+            raise WriteConflict(
+                f"{rel_path} was edited on disk while your save was being written (a person's edit wins); "
+                "their text is kept and yours was not saved: read the memory again and apply your change to it"
+            )
     _finalise(root, target)
     return memory
+
+
+class _ReplacedInode:
+    """Keeps the file being replaced open across the rename, to catch an editor writing into it late.
+
+    An editor that opened the file before our rename and writes after our last check
+    writes into the old inode, which the rename unlinks: without this, its text is lost.
+    ``pin`` reads the old version through the held descriptor right before the rename;
+    ``written_since_pin`` re-reads it right after, so any write in between is noticed.
+    (An editor that keeps the file open and writes after that is still not seen: see
+    docs/file-format.md, "Write guarantees".)
+    """
+
+    def __init__(self, target: Path) -> None:
+        self._target = target
+        self._handle = None
+        self._pinned: bytes | None = None
+
+    def __enter__(self) -> _ReplacedInode:
+        try:
+            self._handle = open(self._target, "rb")  # noqa: SIM115 (closed in __exit__)
+        except OSError:
+            self._handle = None  # nothing to replace (a create), or unreadable: the checks say so
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+    def _read(self) -> bytes:
+        assert self._handle is not None
+        self._handle.seek(0)
+        return self._handle.read()
+
+    def pin(self, rel_path: str, expected_checksum: str | None) -> None:
+        """Record the old version (it must still be the file at the path, and the one the caller read)."""
+        if self._handle is None:
+            return
+        try:
+            same_file = os.path.samestat(os.fstat(self._handle.fileno()), os.stat(self._target))
+        except FileNotFoundError:
+            same_file = False
+        if not same_file:
+            raise WriteConflict(f"{rel_path} was replaced on disk while your save was being written; "
+                                "read the memory again and apply your change to it")
+        self._pinned = self._read()
+        if expected_checksum is not None and checksum_bytes(self._pinned) != expected_checksum:
+            raise WriteConflict(f"{rel_path} changed on disk since you read it (a person's edit wins); "
+                                "read the memory again (get_memory) and apply your change to that version")
+
+    def written_since_pin(self) -> bytes | None:
+        """The old file's bytes if someone wrote into it after ``pin``, else None."""
+        if self._handle is None or self._pinned is None:
+            return None
+        now = self._read()
+        return None if now == self._pinned else now
+
+
+def _put_back(target: Path, late: bytes, ours: bytes) -> None:
+    """Put a person's late edit back in place of our just-written version (unless someone replaced ours)."""
+    def still_ours() -> None:
+        if disk_checksum(target) != checksum_bytes(ours):
+            raise WriteConflict(f"{target.name} was replaced again meanwhile; leaving the newest version")
+    try:
+        rename_temp(write_temp(target, late), target, before_rename=still_ours)
+    except WriteConflict:
+        pass
+    except OSError:
+        log.exception("could not put a late edit of %s back; it is in the log below", target)
+        log.error("late edit of %s (%d bytes): %r", target, len(late), late[:4096])
 
 
 def commit_generated(path: Path, text: str, *, root: Path | None = None, mode: int | None = None) -> None:

@@ -104,3 +104,40 @@ def test_orphan_temp_cleanup_keeps_other_hidden_files(tmp_path):
     other.write_text("editor")
     assert write_gate.remove_orphan_temps(tmp_path) == ["03-projects/.x.md.abc123xy.tmp"]
     assert other.exists() and not orphan.exists()
+
+
+@pytest.mark.parametrize("when", ["before the rename", "after the rename"])
+def test_an_editor_writing_into_the_old_file_during_a_save_keeps_its_text(engine, monkeypatch, when):
+    """A person's editor without our lock opened the file before the gate's rename and writes into
+    it in the window (right before the rename, or into the replaced inode right after it).
+
+    The window is reached deterministically by wrapping the gate's rename step; the person's
+    write itself is a real append to the real file through a handle opened before the save.
+    """
+    engine.save_memory(type="project", id="late", l0="Late", content="Start.")
+    path = engine.root / "03-projects/late.md"
+    current = engine.get_memory("late")
+    person = open(path, "a", encoding="utf-8")  # opened before the save: it holds the old inode
+    original = write_gate.rename_temp
+
+    def rename_with_a_late_edit(tmp_name, target, before_rename=None):
+        def before():
+            if before_rename is not None:
+                before_rename()
+            if when == "before the rename":
+                person.write("person's late line\n")
+                person.flush()
+        original(tmp_name, target, before_rename=before)
+        if when == "after the rename":
+            person.write("person's late line\n")
+            person.flush()
+
+    monkeypatch.setattr(write_gate, "rename_temp", rename_with_a_late_edit)
+    try:
+        with pytest.raises(WriteConflict, match="edited on disk while your save was being written"):
+            engine.save_memory(type="project", id="late", l0="Late", content="Agent rewrite.",
+                               expected_version=current.version, expected_checksum=current.checksum)
+    finally:
+        person.close()
+    text = path.read_text(encoding="utf-8")
+    assert "person's late line" in text and "Start." in text and "Agent rewrite." not in text
