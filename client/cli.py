@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -72,12 +73,48 @@ def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] |
         backend.close()
 
 
+WORKSPACE_HELP = "workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)"
+
+
+def _workspace_option() -> argparse.ArgumentParser:
+    """``--workspace`` for every subcommand, so it works before or after the command's name.
+
+    Its default is SUPPRESS, so a subcommand without the flag keeps the value given before it.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", "-w", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
+    return common
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose subcommands (at any depth) all take ``--workspace``."""
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        add_parser = action.add_parser
+
+        def add_parser_with_workspace(name: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
+            parser_kwargs["parents"] = [*parser_kwargs.get("parents", []), _workspace_option()]
+            return add_parser(name, **parser_kwargs)
+
+        action.add_parser = add_parser_with_workspace  # type: ignore[method-assign]
+        return action
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ai-context-os")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxos",
         description="AI Context OS: filesystem-native memory for AI agents.",
     )
-    parser.add_argument("--workspace", "-w", help="workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--workspace", "-w", help=WORKSPACE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -99,7 +99,10 @@ class _Exchange:
                 response.force_close()
             self.response = response
             # Send the headers now: an SSE client waits for them before any event arrives.
-            await response.prepare(self.request)
+            try:
+                await response.prepare(self.request)
+            except ConnectionError:  # the client left before the headers: nothing more to send
+                self.finished = True
         elif kind == "http.response.body":
             if self.response is None:
                 raise RuntimeError("ASGI app sent a body before http.response.start")
@@ -107,12 +110,18 @@ class _Exchange:
                 return
             body = message.get("body", b"")
             if self.client_gone():
-                raise OSError("client disconnected")
-            if body:
-                await self.response.write(body)
-            if not message.get("more_body", False):
+                # Like uvicorn: a send after the client left is dropped, not raised into the app
+                # (the SDK would log each one as an ERROR); receive() reports the disconnect.
                 self.finished = True
-                await self.response.write_eof()
+                return
+            try:
+                if body:
+                    await self.response.write(body)
+                if not message.get("more_body", False):
+                    self.finished = True
+                    await self.response.write_eof()
+            except ConnectionError:
+                self.finished = True
         # Other event types (e.g. http.response.trailers) are not used by the MCP apps.
 
 
@@ -123,7 +132,13 @@ def asgi_handler(app: ASGIApp) -> Callable[[web.Request], Awaitable[web.StreamRe
         exchange = _Exchange(request)
         try:
             await app(build_scope(request), exchange.receive, exchange.send)
-        except Exception:
+        except Exception as exc:
+            if exchange.client_gone() or isinstance(exc, ConnectionError):
+                # An ordinary disconnect (a tool closed its stream, a browser left): not an error.
+                log.debug("client left %s %s before the response finished (%s)", request.method, request.path,
+                          type(exc).__name__)
+                exchange.finished = True
+                return exchange.response if exchange.response is not None else web.Response(status=499)
             if exchange.response is None:
                 log.exception("ASGI app failed on %s %s", request.method, request.path)
                 return web.Response(status=500, text="internal error\n")

@@ -102,3 +102,19 @@ def test_cli_uses_the_running_daemon(make_workspace):
         listed = subprocess.run([sys.executable, "-m", "ctxos.client", "-w", str(root), "list", "--json"],
                                 capture_output=True, text=True, env=env, timeout=60)
         assert '"new"' in listed.stdout and "in-process" not in listed.stderr
+
+
+def test_workspace_flag_works_after_the_subcommand_and_version_prints(tmp_path):
+    """``--workspace`` before or after the command (nested ones too), and ``ctxos --version``."""
+    ws = tmp_path / "ws"
+    run("init", str(ws))
+    after = json.loads(run("list", "--json", "--workspace", str(ws)).stdout)
+    before = json.loads(run("--workspace", str(ws), "list", "--json").stdout)
+    assert after == before and {m["id"] for m in after} >= {"memory-hygiene"}
+    other = tmp_path / "missing"
+    refused = run("-w", str(ws), "status", "-w", str(other), check=False)   # the later flag wins
+    assert refused.returncode == 2 and str(other) in refused.stderr
+    printed = run("service", "install", "--print", "--workspace", str(ws)).stdout
+    assert str(ws) in printed
+    version = run("--version").stdout.strip()
+    assert version.startswith("ctxos ") and version.split()[1][0].isdigit()

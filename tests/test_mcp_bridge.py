@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 
 import aiohttp
@@ -129,3 +130,28 @@ async def test_stop_does_not_wait_on_open_streams(component):
         await component.stop()
         assert time.monotonic() - started < 3.0
         stream.close()
+
+
+async def test_client_disconnects_are_not_logged_as_errors(component, caplog):
+    """Tools and browsers leave mid-response all the time: debug lines, never ERROR tracebacks
+    (the bridge drops sends after a disconnect, as uvicorn does, instead of raising into the SDK)."""
+    caplog.set_level(logging.DEBUG)
+    url = f"{component.url}/mcp"
+    host, port = component.url.removeprefix("http://").split(":")
+    async with aiohttp.ClientSession() as http:
+        session = await _open_session(http, url)
+        headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}
+        call = _rpc("tools/call", {"name": "get_context", "arguments": {"query": "tea"}}, request_id=7)
+        for _ in range(3):                       # a client that sends a call and hangs up at once
+            reader, writer = await asyncio.open_connection(host, int(port))
+            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(call)}\r\n\r\n"
+                         .encode() + call)
+            await writer.drain()
+            writer.close()
+            (await http.post(url, data=call, headers=headers)).close()   # one that stops reading
+        stream = await http.get(url, headers={**headers, "Accept": "text/event-stream"})
+        stream.close()                                                      # a dropped GET stream
+    await asyncio.sleep(1.0)
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
