@@ -11,7 +11,7 @@ communities are renumbered canonically (largest first, ties by smallest member
 id), so the same files always give the same numbers across runs and processes.
 
 The igraph graph is built directly from integer edge lists (converting from
-networkx costs more than Leiden itself at this size, see TRAY-NOTES).
+networkx costs more than Leiden itself at this size, see docs/DESIGN.md).
 """
 from __future__ import annotations
 
