@@ -214,6 +214,9 @@ def test_headless_daemon_process_with_tray_flag(make_workspace: Callable[..., Pa
     status = daemon.status()
     assert status["tray"] == {"shown": False, "reason": "no display (DISPLAY and WAYLAND_DISPLAY are not set)"}
     assert daemon.call("get_memory", id="deploy")["id"] == "deploy"
+    from ctxos.client.commands.daemon_cmds import format_status
+    text = format_status({"running": True, **status})      # the text agrees with the JSON
+    assert "tray running without an icon (no display" in text and "tray running," not in text
     assert daemon.stop() == 0
     tray_lines = [line for line in daemon.output().splitlines() if "tray" in line.lower()]
     assert len(tray_lines) == 1 and "running without a tray icon" in tray_lines[0], daemon.output()

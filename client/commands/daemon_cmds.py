@@ -198,6 +198,14 @@ def _http_off(status: dict[str, Any]) -> str:
     return f"NOT SERVING ({state[len('failed: '):]})" if state.startswith("failed") else "off"
 
 
+def _component(name: str, state: object, status: dict[str, Any]) -> str:
+    """One component as the JSON has it: a running tray component with no icon says so, and why."""
+    tray = status.get("tray") if name == "tray" else None
+    if isinstance(tray, dict) and state == "running" and not tray.get("shown"):
+        return f"tray running without an icon ({tray.get('reason') or 'not shown'})"
+    return f"{name} {state}"
+
+
 def format_status(status: dict[str, Any]) -> str:
     """The human-readable ``ctxos status``."""
     lines = [
@@ -220,7 +228,7 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  config          {status['config_error']}")
     components = status.get("components") or {}
     if components:
-        lines.append("  components      " + ", ".join(f"{k} {v}" for k, v in components.items()))
+        lines.append("  components      " + ", ".join(_component(name, state, status) for name, state in components.items()))
     jobs = status.get("jobs") or {}
     if jobs:
         lines.append("  last job runs")
