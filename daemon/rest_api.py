@@ -258,6 +258,7 @@ class RestApi:
     # --- status and health ------------------------------------------------------
 
     async def status(self, request: web.Request) -> web.Response:
+        """The daemon's status plus what the page needs to build its forms."""
         data = await self.call("status")
         if not isinstance(data, dict):
             data = {"status": data}
@@ -272,6 +273,7 @@ class RestApi:
         return json_response(data)
 
     async def health(self, request: web.Request) -> web.Response:
+        """The health score (0-100) and what would raise it."""
         health = normalise_health(await self.call("health"))
         doctor = await self.call("doctor")        # the files skipped, with their reasons
         health.setdefault("invalid", doctor.get("invalid", []) if isinstance(doctor, dict) else [])
@@ -280,6 +282,7 @@ class RestApi:
     # --- the one query path -------------------------------------------------------
 
     async def simulate(self, request: web.Request) -> web.Response:
+        """Exactly what an agent would get for a query (the one query path; not recorded as a load)."""
         body = await read_json_object(request)
         params = _pick(body, ("query", "budget_tokens", "intent"))
         if not isinstance(params.get("query"), str) or not params["query"].strip():
@@ -297,6 +300,7 @@ class RestApi:
     # --- memories -----------------------------------------------------------------
 
     async def list_memories(self, request: web.Request) -> web.Response:
+        """Memories, filtered by type or text (query parameters type, q)."""
         kind = request.query.get("type") or None
         if kind is not None and kind not in MEMORY_TYPES:
             raise ApiError(400, f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
@@ -313,12 +317,14 @@ class RestApi:
         return json_response({"memories": page, "count": len(page), "total": len(items)})
 
     async def get_memory(self, request: web.Request) -> web.Response:
+        """One memory with its tiers, version and checksum."""
         return json_response(await self._memory(request.match_info["id"]))
 
     async def _memory(self, memory_id: str) -> dict[str, Any]:
         return await self.call("get_memory", {"id": memory_id})
 
     async def create_memory(self, request: web.Request) -> web.Response:
+        """Create a memory through the write gate."""
         body = await read_json_object(request)
         params = _pick(body, ("type", "content", "l0", "id", "tags", "related", "importance", "l1", "always_load"))
         if params.get("id"):
@@ -331,6 +337,7 @@ class RestApi:
         return json_response(await self._memory(_saved_id(saved)), status=201)
 
     async def update_memory(self, request: web.Request) -> web.Response:
+        """Update a memory through the write gate (version or checksum checked; 409 on a conflict)."""
         memory_id = request.match_info["id"]
         body = await read_json_object(request)
         params = _pick(body, ("version", "checksum", "type", "content", "l0", "tags", "related",
@@ -369,6 +376,7 @@ class RestApi:
             raise
 
     async def archive_memory(self, request: web.Request) -> web.Response:
+        """Move a memory to _archive/ (protected memories are refused)."""
         memory_id = request.match_info["id"]
         await read_json_object(request)
         return json_response(await self.call("archive", {"id": memory_id}))
@@ -376,12 +384,15 @@ class RestApi:
     # --- graph and governance ---------------------------------------------------
 
     async def graph(self, request: web.Request) -> web.Response:
+        """The link graph: nodes, edges and communities."""
         return json_response(normalise_graph(await self.call("graph")))
 
     async def governance(self, request: web.Request) -> web.Response:
+        """What needs a person's judgment: findings with their evidence."""
         return json_response(normalise_governance(await self.call("governance")))
 
     async def governance_action(self, request: web.Request) -> web.Response:
+        """Act on a finding: archive, unarchive, importance or dismiss."""
         body = await read_json_object(request)
         params = _pick(body, ("action", "memory_id", "finding_id", "importance"))
         action = params.get("action")
@@ -404,6 +415,7 @@ class RestApi:
     # --- events ---------------------------------------------------------------------
 
     async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: one event per applied change batch."""
         def alive() -> bool:
             transport = request.transport
             return transport is not None and not transport.is_closing()
@@ -538,6 +550,22 @@ def normalise_health(data: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- wiring
 
+async def api_index(request: web.Request) -> web.Response:
+    """``GET /api/``: every REST endpoint this daemon serves (method, path, what it does).
+
+    Read from the router itself, so an endpoint added anywhere is listed without editing this.
+    """
+    endpoints = []
+    for route in request.app.router.routes():
+        path = route.resource.canonical if route.resource is not None else ""
+        if not path.startswith("/api/") or route.method == "HEAD" or path == "/api/":
+            continue
+        doc = (getattr(route.handler, "__doc__", None) or "").strip().splitlines()
+        endpoints.append({"method": route.method, "path": path, "about": doc[0] if doc else ""})
+    endpoints.sort(key=lambda e: (e["path"], e["method"]))
+    return json_response({"endpoints": endpoints, "docs": "docs/web.md"})
+
+
 def add_routes(app: web.Application, ctx: Any) -> RestApi:
     """Add the REST endpoints to ``app`` (called by ``http_server.py`` before the app starts).
 
@@ -547,6 +575,7 @@ def add_routes(app: web.Application, ctx: Any) -> RestApi:
     api = RestApi(ctx)
     app.middlewares.append(json_errors_middleware)
     r = app.router
+    r.add_get("/api/", api_index)
     r.add_get("/api/status", api.status)
     r.add_get("/api/health", api.health)
     r.add_post("/api/simulate", api.simulate)

@@ -56,6 +56,16 @@ def error_of(result) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- status, simulate
 
+def test_api_root_lists_every_endpoint(url: str) -> None:
+    result = get(url, "/api/")
+    assert result.status == 200
+    listed = {(e["method"], e["path"]) for e in result.json()["endpoints"]}
+    for expected in [("GET", "/api/status"), ("POST", "/api/simulate"), ("GET", "/api/memories"),
+                     ("PUT", "/api/memories/{id}"), ("GET", "/api/events")]:
+        assert expected in listed
+    assert all(e["about"] for e in result.json()["endpoints"]), "each endpoint says what it does"
+
+
 def test_status_has_what_the_page_needs(url: str, daemon: DaemonProcess) -> None:
     r = get(url, "/api/status")
     assert r.status == 200
