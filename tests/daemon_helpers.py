@@ -146,7 +146,7 @@ class DaemonProcess:
 
     # ---------------------------------------------------------------- waiting
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02,
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02,
                  message: str = "condition") -> Any:
         """Poll ``predicate`` until it returns something truthy; fail with the daemon's output otherwise."""
         deadline = time.monotonic() + timeout

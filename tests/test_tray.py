@@ -407,7 +407,7 @@ def _window_diag(window: Any) -> str:
         return repr(exc)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -462,7 +462,7 @@ def _findings_workspace(make_workspace: Callable[..., Path]) -> Path:
     return root
 
 
-async def _until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+async def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     """Poll without blocking the loop (the tray's threads need it to answer their RPC calls)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
