@@ -118,3 +118,20 @@ def test_workspace_flag_works_after_the_subcommand_and_version_prints(tmp_path):
     assert str(ws) in printed
     version = run("--version").stdout.strip()
     assert version.startswith("ctxos ") and version.split()[1][0].isdigit()
+
+
+def test_graph_text_accounts_for_every_community_and_dangling_link():
+    """The counts on the first line match what is listed plus what is said to be hidden."""
+    import re
+    vault = shared_data("obsidian-help")
+    out = run("-w", str(vault), "graph").stdout
+    total = int(re.search(r"(\d+) communit(?:y|ies) \(modularity", out).group(1))
+    listed = len(re.findall(r"^  community \S+:", out, flags=re.M))
+    more = re.search(r"(\d+) more not shown", out)
+    singles = re.search(r"(\d+) single-memory communit(?:y|ies) not listed", out)
+    assert listed + (int(more.group(1)) if more else 0) + (int(singles.group(1)) if singles else 0) == total
+    dangling = re.search(r"^(\d+) dangling links? \(to no memory\):", out, flags=re.M)
+    if dangling:
+        shown = len(re.findall(r"^  \S.* -> ", out, flags=re.M))
+        rest = re.search(r"\.\.\. and (\d+) more", out)
+        assert shown + (int(rest.group(1)) if rest else 0) == int(dangling.group(1))

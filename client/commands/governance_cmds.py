@@ -254,19 +254,37 @@ def cmd_graph(args: argparse.Namespace) -> int:
         return 0
     comm = data["communities"]
     explicit = sum(1 for e in data["edges"] if e["kind"] == "explicit")
-    print(f"{len(data['nodes'])} memories, {explicit} links, {len(data['edges']) - explicit} shared-tag edges, "
-          f"{comm['count']} communities (modularity {comm['modularity']:.3f}, seed {comm['seed']})")
+    print(f"{plural(len(data['nodes']), 'memory', 'memories')}, {plural(explicit, 'link')}, "
+          f"{plural(len(data['edges']) - explicit, 'shared-tag edge')}, "
+          f"{plural(comm['count'], 'community', 'communities')} (modularity {comm['modularity']:.3f}, seed {comm['seed']})")
     members: dict[Any, list[str]] = {}
     for node in data["nodes"]:
         members.setdefault(node["community"], []).append(node["id"])
-    shown = [c for c in sorted(members, key=lambda c: (c is None, c if c is not None else 0))
-             if len(members[c]) > 1][:15]
-    for community in shown:
+    ordered = sorted(members, key=lambda c: (c is None, c if c is not None else 0))
+    groups = [c for c in ordered if len(members[c]) > 1]
+    singles = len(ordered) - len(groups)
+    for community in groups[:GRAPH_COMMUNITIES_SHOWN]:
         ids = sorted(members[community])
         more = f" +{len(ids) - 8} more" if len(ids) > 8 else ""
         print(f"  community {community}: {', '.join(ids[:8])}{more}")
+    hidden = [f"{len(groups) - GRAPH_COMMUNITIES_SHOWN} more not shown"] if len(groups) > GRAPH_COMMUNITIES_SHOWN else []
+    if singles:
+        hidden.append(f"{plural(singles, 'single-memory community', 'single-memory communities')} not listed")
+    if hidden:
+        print(f"  ({'; '.join(hidden)}; `ctxos graph --json` has them all)")
     if data["dangling"]:
-        print(f"\n{len(data['dangling'])} dangling links (to no memory):")
-        for item in data["dangling"][:20]:
+        print(f"\n{plural(len(data['dangling']), 'dangling link')} (to no memory):")
+        for item in data["dangling"][:GRAPH_DANGLING_SHOWN]:
             print(f"  {item['source']} -> {item['target']}")
+        if len(data["dangling"]) > GRAPH_DANGLING_SHOWN:
+            print(f"  ... and {len(data['dangling']) - GRAPH_DANGLING_SHOWN} more (`ctxos graph --json` lists them all)")
     return 0
+
+
+GRAPH_COMMUNITIES_SHOWN = 15
+GRAPH_DANGLING_SHOWN = 20
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 link`` / ``2 links``: counts read as English."""
+    return f"{count} {singular if count == 1 else (plural_form or singular + 's')}"
