@@ -46,6 +46,7 @@ COMPONENTS: list[ComponentSpec] = [
 RPC_METHOD_MODULES: list[str] = [
     "ctxos.daemon.rpc_methods",
     "ctxos.daemon.rpc_governance",
+    "ctxos.daemon.rpc_agent_governance",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The MCP surface: four tools, memory resources and two prompts, written once.
+"""The MCP surface: four tools (plus governance tools, ``mcp_governance.py``), memory resources and two prompts.
 
 ``build_mcp_server(backend)`` returns an ``MCPServer`` whose tools call
 ``await backend.call(method, params)``. In the daemon the backend is the RPC
@@ -29,7 +29,8 @@ INSTRUCTIONS = (
     "at hand before starting work; it returns the rules, the most relevant memories (within a token "
     "budget) and a one-line catalog of the rest. Save durable knowledge (decisions, how-tos, "
     "project facts) with save_memory; to update a memory pass the version you read as "
-    "expected_version. Fetch full procedures with get_skill. Log notable events with log_session."
+    "expected_version. Fetch full procedures with get_skill. Log notable events with log_session. "
+    "If a memory looks stale, wrong or duplicated, flag_memory it or propose_merge a fix: a person decides."
 )
 MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
 if set(MemoryType.__args__) != set(MEMORY_TYPES):  # type: ignore[attr-defined]  # pragma: no cover
@@ -320,4 +321,6 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                 "save_memory (decision, project or skill type) with a precise l0 line; to update an existing "
                 "memory pass the version you read as expected_version." + hint)
 
+    from .mcp_governance import register_governance_tools   # review, flag, propose/draft a merge
+    register_governance_tools(mcp, backend, _call, _tool_result)
     return mcp

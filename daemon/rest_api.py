@@ -412,6 +412,22 @@ class RestApi:
             raise ApiError(400, "field 'action' must be one of: archive, set_importance, dismiss")
         return json_response({"action": action, "result": result})
 
+    # --- merge proposals (agents propose, the person decides here) ------------------
+
+    async def proposals(self, request: web.Request) -> web.Response:
+        include_all = request.query.get("all") in ("1", "true")
+        return json_response(await self.call("proposals", {"all": include_all, "diffs": True}))
+
+    async def decide_proposal(self, request: web.Request) -> web.Response:
+        proposal_id = request.match_info["id"]
+        body = await read_json_object(request)
+        decision = request.match_info["decision"]
+        if decision == "accept":
+            _pick(body, ())
+            return json_response(await self.call("accept_proposal", {"id": proposal_id}))
+        params = _pick(body, ("reason",))
+        return json_response(await self.call("reject_proposal", {"id": proposal_id, **params}))
+
     # --- events ---------------------------------------------------------------------
 
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -587,6 +603,8 @@ def add_routes(app: web.Application, ctx: Any) -> RestApi:
     r.add_get("/api/graph", api.graph)
     r.add_get("/api/governance", api.governance)
     r.add_post("/api/governance/actions", api.governance_action)
+    r.add_get("/api/proposals", api.proposals)
+    r.add_post("/api/proposals/{id}/{decision:accept|reject}", api.decide_proposal)
     r.add_get("/api/events", api.events)
 
     ctx.add_change_listener(api.hub.publish)

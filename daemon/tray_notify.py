@@ -1,4 +1,6 @@
-"""Desktop notifications for new decay and conflict findings: once each, batched, never a storm.
+"""Desktop notifications for new decay, conflict and flag findings: once each, batched, never a storm.
+
+(``flag`` findings are agents' flags, ``services/flags.py``: an agent asking a person to look.)
 
 Rules, and why:
 
@@ -32,7 +34,7 @@ from ctxos.services.atomic import atomic_write_text
 
 log = logging.getLogger("ctxos.daemon.tray")
 
-NOTIFY_KINDS = ("conflict", "decay")
+NOTIFY_KINDS = ("flag", "conflict", "decay")
 SEEN_FILE = "tray-notified.json"
 SEEN_CAP = 10_000           # oldest fingerprints are forgotten past this (a finding older than that is long handled)
 BODY_MAX_LINES = 5
@@ -51,7 +53,13 @@ class FindingRef:
         if not fingerprint or kind not in NOTIFY_KINDS:
             return None
         subjects = data.get("ids") or data.get("paths") or []
-        label = " vs ".join(str(s) for s in subjects[:2]) if kind == "conflict" else ", ".join(str(s) for s in subjects[:1])
+        if kind == "conflict":
+            label = " vs ".join(str(s) for s in subjects[:2])
+        elif kind == "flag":
+            evidence = data.get("evidence") if isinstance(data.get("evidence"), dict) else {}
+            label = f"{subjects[0] if subjects else ''} ({evidence.get('flag_kind', 'flagged')})"
+        else:
+            label = ", ".join(str(s) for s in subjects[:1])
         return cls(str(fingerprint), str(kind), label or str(data.get("message") or fingerprint))
 
 
@@ -64,16 +72,19 @@ class Notification:
 
 def compose(findings: list[FindingRef]) -> Notification:
     """One message for a batch of new findings."""
+    flags = [f for f in findings if f.kind == "flag"]
     conflicts = [f for f in findings if f.kind == "conflict"]
     decays = [f for f in findings if f.kind == "decay"]
     parts = []
+    if flags:
+        parts.append(f"{len(flags)} flagged by agents")
     if conflicts:
         parts.append(f"{len(conflicts)} conflict{'s' if len(conflicts) != 1 else ''}")
     if decays:
         parts.append(f"{len(decays)} decaying memor{'ies' if len(decays) != 1 else 'y'}")
     n = len(findings)
     title = f"{APP_NAME}: {n} finding{'s' if n != 1 else ''} need{'s' if n == 1 else ''} your judgment"
-    lines = [f"{f.kind}: {f.label}" for f in (conflicts + decays)[:BODY_MAX_LINES]]
+    lines = [f"{f.kind}: {f.label}" for f in (flags + conflicts + decays)[:BODY_MAX_LINES]]
     if n > BODY_MAX_LINES:
         lines.append(f"... and {n - BODY_MAX_LINES} more (open the web view)")
     return Notification(title, f"{', '.join(parts)}\n" + "\n".join(lines), [f.fingerprint for f in findings])

@@ -8,8 +8,8 @@ and it stays dismissed until one of its files changes.
 Kinds: ``decay`` (old and rarely loaded), ``conflict`` (overlapping memories
 whose types or importance disagree, or that contradict each other as far as
 text can show), ``consolidation`` (clusters of near-duplicates), ``god_node``
-(central in the graph but marked unimportant), ``scratch_expired`` and
-``invalid_file``.
+(central in the graph but marked unimportant), ``scratch_expired``,
+``invalid_file``, and ``flag`` (an agent's flag, ``flags.py``).
 
 The analysis (``analyze``) is pure: it takes memories and the numbers it needs
 (loads per memory, centrality) so tests can build exact situations; the
@@ -41,7 +41,7 @@ from .workspace import state_dir
 
 log = logging.getLogger(__name__)
 
-KINDS: tuple[str, ...] = ("invalid_file", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
+KINDS: tuple[str, ...] = ("invalid_file", "flag", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
 DISMISSED_FILENAME = "dismissed.json"
 _DISMISS_LOCK = threading.Lock()   # dismiss is a read-modify-write of dismissed.json
 REPORT_FILENAME = "governance.json"
@@ -439,8 +439,11 @@ class GovernanceReport:
 def build_report(root: Path, inputs: GovernanceInputs, settings: GovernanceSettings,
                  include_dismissed: bool = False) -> GovernanceReport:
     """Analyse, then drop dismissed findings whose files have not changed."""
+    from .flags import flag_findings   # agents' flags (services/flags.py) join the queue here
     started = time.perf_counter()
-    findings = analyze(inputs, settings)
+    rank = {kind: n for n, kind in enumerate(KINDS)}
+    findings = sorted(analyze(inputs, settings) + flag_findings(root, inputs.memories),
+                      key=lambda f: (rank.get(f.kind, 99), f.fingerprint))
     dismissed = load_dismissed(root)
     checksum_of = {m.id: m.checksum for m in inputs.memories}
     shown, hidden = [], 0
@@ -520,8 +523,10 @@ def _report_key(engine: Any, include_dismissed: bool) -> tuple[Any, ...] | None:
         dismissed = dismissed_path(engine.root).stat().st_mtime_ns
     except OSError:
         dismissed = 0
+    from .flags import flags_mtime
     minute = int(time.time() // 60)
-    return (generation, access_log.last_query_id(), dismissed, id(engine.config), include_dismissed, minute)
+    return (generation, access_log.last_query_id(), dismissed, flags_mtime(engine.root), id(engine.config),
+            include_dismissed, minute)
 
 
 def governance_report(engine: Any, *, include_dismissed: bool = False, now: datetime | None = None,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TOOLS = {"get_context", "save_memory", "get_skill", "log_session"}
+TOOLS = {"get_context", "save_memory", "get_skill", "log_session",
+         "review_memories", "flag_memory", "propose_merge", "draft_merge"}
 
 WORKSPACE_FILES = {
     "08-rules/no-secrets.md": """\

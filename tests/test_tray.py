@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -732,4 +733,45 @@ def test_daemon_process_shows_tray_click_opens_web_view_and_notifies(
     display, window = find_icon_window(xenv, root)
     display.close()
     assert window is None
+    assert len(xenv.notifications()) == 1
+
+
+@needs_x
+def test_agent_flag_over_mcp_reaches_the_queue_and_one_tray_notification(
+        xenv: XSession, make_workspace: Callable[..., Path], daemon_factory: Any) -> None:
+    """An agent flags a memory through ``ctxos mcp`` (stdio): it is in ``ctxos governance`` and dunst shows it once."""
+    from mcp import Client, StdioServerParameters
+    from mcp_types import Implementation
+
+    root = make_workspace({
+        "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill"),
+        "08-rules/review.md": memory_text("review", "Every change gets a second reviewer.", type="rule"),
+    })
+    (root / "_config.yaml").write_text("tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n")
+    daemon = daemon_factory(root, tray=True)
+    daemon.wait_for(lambda: (daemon.status().get("tray") or {}).get("score") is not None,
+                    message="the tray's first refresh")
+    assert xenv.notifications() == []                     # nothing needs judgment yet
+    ctxos = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
+    params = StdioServerParameters(command=ctxos, args=["--workspace", str(root), "mcp"], env={
+        "CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/tmp")})
+
+    async def agent() -> Any:
+        async with Client(params, client_info=Implementation(name="claude-test", version="1")) as client:
+            return await client.call_tool("flag_memory", {"id": "deploy", "kind": "stale",
+                                                          "reason": "we deploy with the new pipeline now"})
+
+    flagged = asyncio.run(agent())
+    assert not flagged.is_error, flagged.content
+    queue = subprocess.run([ctxos, "--workspace", str(root), "governance", "--kind", "flag", "--json"],
+                           capture_output=True, text=True, check=True, timeout=60)
+    [finding] = json.loads(queue.stdout)["findings"]
+    assert finding["ids"] == ["deploy"] and finding["evidence"]["flags"][0]["by"] == "mcp:claude-test"
+    [(app, summary, body)] = wait_until(xenv.notifications, what="the flag's notification")
+    assert app == "AI Context OS" and "1 finding needs your judgment" in summary, summary
+    assert "1 flagged by agents" in body and "flag: deploy (stale)" in body, body
+    # Once per finding: a later refresh (another change) does not announce it again.
+    daemon.call("log_session", event="unrelated change")
+    time.sleep(1.0)
     assert len(xenv.notifications()) == 1

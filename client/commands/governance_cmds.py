@@ -1,4 +1,4 @@
-"""``ctxos governance|archive|unarchive|importance|lock|unlock|dismiss|health|router|graph``.
+"""``ctxos governance|archive|unarchive|importance|lock|unlock|dismiss|proposals|accept|reject|health|router|graph``.
 
 Reports go through the running daemon when there is one (warm state), else
 in-process (said on stderr). The actions a person takes on findings (archive,
@@ -14,7 +14,7 @@ from typing import Any
 from ctxos.client.cli import CliError, call_backend
 
 KIND_TITLES = {
-    "invalid_file": "Invalid files", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
+    "invalid_file": "Invalid files", "flag": "Flagged by agents", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
     "god_node": "Central but marked unimportant", "scratch_expired": "Scratch past its TTL",
     "decay": "Decay candidates",
 }
@@ -54,6 +54,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     dis.add_argument("fingerprint", metavar="FINGERPRINT")
     dis.add_argument("--json", action="store_true", help="machine-readable output")
     dis.set_defaults(func=cmd_dismiss)
+
+    props = sub.add_parser("proposals", help="merge proposals from agents waiting for you; with ID, its diffs")
+    props.add_argument("id", nargs="?", metavar="ID", help="show this proposal with a diff against each source")
+    props.add_argument("--all", action="store_true", help="include accepted and rejected proposals")
+    props.add_argument("--json", action="store_true", help="machine-readable output")
+    props.set_defaults(func=cmd_proposals)
+
+    acc = sub.add_parser("accept", help="accept a merge proposal: write the merged memory, archive the other sources")
+    acc.add_argument("id", metavar="ID")
+    acc.add_argument("--json", action="store_true", help="machine-readable output")
+    acc.set_defaults(func=cmd_accept)
+
+    rej = sub.add_parser("reject", help="reject a merge proposal (no memory changes)")
+    rej.add_argument("id", metavar="ID")
+    rej.add_argument("--reason", default="", help="why, for the record")
+    rej.add_argument("--json", action="store_true", help="machine-readable output")
+    rej.set_defaults(func=cmd_reject)
 
     health = sub.add_parser("health", help="health score 0-100 and what would raise it")
     health.add_argument("--json", action="store_true", help="machine-readable output")
@@ -113,6 +130,8 @@ def cmd_governance(args: argparse.Namespace) -> int:
 
 def _evidence_line(finding: dict[str, Any]) -> str:
     evidence = finding.get("evidence") or {}
+    if finding["kind"] == "flag":
+        return "flags: " + "; ".join(f"{f['by']} ({f['at'][:10]}): {f['reason']}" for f in evidence.get("flags", [])[:5])
     statements = evidence.get("contradictions")
     if statements:
         pair = statements[0]
@@ -213,6 +232,66 @@ def cmd_dismiss(args: argparse.Namespace) -> int:
     else:
         about = ", ".join(result["ids"] or result["paths"])
         print(f"dismissed {result['dismissed']} ({result['kind']}: {about}); it returns if those files change")
+    return 0
+
+
+# ---------------------------------------------------------------- proposals
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    if args.id:
+        proposal = _call(args, "proposal", {"id": args.id})
+        if args.json:
+            _print_json(proposal)
+            return 0
+        _print_proposal(proposal)
+        for item in proposal["diffs"]:
+            print(f"\n{item['diff'] or '(no difference from ' + item['path'] + ')'}")
+        print(f"\nmerged l0: {proposal['l0']}")
+        if proposal["status"] == "pending":
+            print(f"\naccept: ctxos accept {proposal['id']}    reject: ctxos reject {proposal['id']}")
+        return 0
+    report = _call(args, "proposals", {"all": args.all})
+    if args.json:
+        _print_json(report)
+        return 0
+    if not report["proposals"]:
+        print("no merge proposals" + ("" if args.all else " waiting (--all shows decided ones)"))
+        return 0
+    for proposal in report["proposals"]:
+        _print_proposal(proposal)
+    print("\nShow one with its diffs: ctxos proposals ID; then ctxos accept ID or ctxos reject ID")
+    return 0
+
+
+def _print_proposal(p: dict[str, Any]) -> None:
+    state = "STALE " if p.get("stale") else ""
+    origin = f", {p['note']}" if p.get("note") else ""
+    print(f"[{p['id']}] {state}{p['status']}: merge {', '.join(p['ids'])} into {p['into']} "
+          f"(by {p['by']}{origin}, {p['created_at']})")
+    print(f"      l0: {p['l0']}")
+    for reason in p.get("stale_reasons") or []:
+        print(f"      stale: {reason}")
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    result = _call(args, "accept_proposal", {"id": args.id}, writes=True)
+    if args.json:
+        _print_json(result)
+        return 0
+    print(f"accepted {result['id']}: {result['saved']} is now version {result['version']} ({result['path']})")
+    for item in result.get("archived", []):
+        print(f"  archived {item['id']}: {item['from']} -> {item['to']}  (undo: ctxos unarchive {item['id']})")
+    for problem in result.get("problems", []):
+        print(f"  not archived: {problem}")
+    return 1 if result.get("problems") else 0
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    result = _call(args, "reject_proposal", {"id": args.id, "reason": args.reason}, writes=True)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"rejected {result['id']}; no memory changed")
     return 0
 
 
