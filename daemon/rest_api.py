@@ -415,10 +415,12 @@ class RestApi:
     # --- merge proposals (agents propose, the person decides here) ------------------
 
     async def proposals(self, request: web.Request) -> web.Response:
+        """Merge proposals from agents waiting for a person (``?all=1``: decided ones too), with a diff per source."""
         include_all = request.query.get("all") in ("1", "true")
         return json_response(await self.call("proposals", {"all": include_all, "diffs": True}))
 
     async def decide_proposal(self, request: web.Request) -> web.Response:
+        """Accept (write the merge through the write gate, archive the other sources) or reject a proposal."""
         proposal_id = request.match_info["id"]
         body = await read_json_object(request)
         decision = request.match_info["decision"]
