@@ -35,8 +35,28 @@ class CliError(Exception):
 
 
 def resolve_workspace(value: str | None) -> Path:
-    """``--workspace``, else ``CTXOS_WORKSPACE``, else ``~/AI-Context-OS``; absolute, symlinks resolved."""
-    raw = value or os.environ.get("CTXOS_WORKSPACE") or str(DEFAULT_WORKSPACE)
+    """``--workspace``, else ``CTXOS_WORKSPACE``, else the registry's default, else ``~/AI-Context-OS``.
+
+    A value without a ``/`` that names a registered workspace (``ctxos workspace
+    list``) is that workspace's folder; anything else is a path. The result is
+    absolute, symlinks resolved.
+    """
+    from ctxos.services.workspace_registry import RegistryError, load_registry, lookup
+
+    raw = value or os.environ.get("CTXOS_WORKSPACE")
+    if raw and "/" not in raw and not raw.startswith("~"):
+        registered = lookup(raw)
+        if registered is not None:
+            return registered
+    if not raw:
+        try:
+            registry = load_registry()
+        except RegistryError:
+            registry = None
+        default = registry.default_name() if registry else None
+        if registry is not None and default is not None:
+            return registry.workspaces[default]
+        raw = str(DEFAULT_WORKSPACE)
     return Path(raw).expanduser().resolve()
 
 
@@ -73,7 +93,8 @@ def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] |
         backend.close()
 
 
-WORKSPACE_HELP = "workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)"
+WORKSPACE_HELP = ("workspace folder or registered name (default: $CTXOS_WORKSPACE, else the registry's "
+                  "default, else ~/AI-Context-OS)")
 
 
 def _workspace_option() -> argparse.ArgumentParser:

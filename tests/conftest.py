@@ -43,6 +43,8 @@ def make_workspace(tmp_path: Path):
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Keep tests away from the real home, cache and runtime dirs."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    # The per-user workspace registry (services/workspace_registry.py): one per test.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     # Short path: Unix socket paths are limited to 104/108 bytes.
     monkeypatch.setenv("CTXOS_RUNTIME_DIR", tempfile.mkdtemp(prefix="ctxrt-"))
     monkeypatch.delenv("CTXOS_WORKSPACE", raising=False)

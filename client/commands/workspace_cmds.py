@@ -1,12 +1,21 @@
-"""``ctxos init``, ``ctxos doctor`` and ``ctxos list``: the workspace itself."""
+"""``ctxos init``, ``doctor``, ``list`` and ``workspace add|list|remove``: the workspace itself.
+
+``init`` registers the new workspace in the per-user registry
+(``services/workspace_registry.py``) so the per-user daemon serves it and
+``--workspace NAME`` finds it.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from ctxos.client.cli import CliError, call_backend, require_workspace, resolve_workspace
 from ctxos.services.ontology import MEMORY_TYPES
 from ctxos.services.workspace import init_workspace
+from ctxos.services.workspace_registry import (RegistryError, add_workspace, load_registry,
+                                               registry_path, remove_workspace)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +34,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     lister.add_argument("--json", action="store_true", help="machine-readable output")
     lister.set_defaults(func=cmd_list)
 
-
+    workspace = sub.add_parser("workspace", help="the registered workspaces the per-user daemon serves",
+                               description=f"Names and folders of the workspaces one daemon serves "
+                                           f"(kept in {registry_path()}).")
+    actions = workspace.add_subparsers(dest="workspace_action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="register a workspace folder")
+    add.add_argument("path", help="the workspace folder")
+    add.add_argument("--name", help="short name (default: from the folder name); used in --workspace NAME "
+                                    "and /w/NAME/mcp")
+    add.add_argument("--default", action="store_true", help="make it the default workspace (served at /mcp)")
+    add.set_defaults(func=cmd_workspace_add)
+    listing = actions.add_parser("list", help="registered workspaces")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(func=cmd_workspace_list)
+    remove = actions.add_parser("remove", help="forget a workspace (its folder is not touched)")
+    remove.add_argument("name", help="the registered name")
+    remove.set_defaults(func=cmd_workspace_remove)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -33,14 +57,68 @@ def cmd_init(args: argparse.Namespace) -> int:
     if root.exists() and not root.is_dir():
         raise CliError(f"{root} exists and is not a folder")
     report = init_workspace(root, seed_examples=not args.no_examples)
+    name, added = _register(root)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(f"workspace: {root}")
-        for item in report.created:
-            print(f"  created {item}")
-        if not report.created:
-            print("  already initialised; nothing changed")
+        print(json.dumps({**report.to_dict(), "registered_as": name}, indent=2))
+        return 0
+    print(f"workspace: {root}")
+    for item in report.created:
+        print(f"  created {item}")
+    if not report.created:
+        print("  already initialised; nothing changed")
+    if added:
+        print(f"  registered as '{name}' (ctxos workspace list)")
+    return 0
+
+
+def _register(root: Path) -> tuple[str | None, bool]:
+    """Register ``root`` for the per-user daemon; a registry problem is a warning, never a failed init."""
+    try:
+        return add_workspace(root)
+    except (RegistryError, OSError) as exc:
+        print(f"ctxos: warning: {root} was not registered: {exc}", file=sys.stderr)
+        return None, False
+
+
+def cmd_workspace_add(args: argparse.Namespace) -> int:
+    root = Path(args.path).expanduser().resolve()
+    if not root.is_dir():
+        raise CliError(f"{root} is not a folder; create a workspace there with: ctxos init {root}")
+    try:
+        name, added = add_workspace(root, args.name, make_default=args.default)
+    except RegistryError as exc:
+        raise CliError(str(exc)) from None
+    print(f"{'registered' if added else 'already registered'}: {name} -> {root}")
+    return 0
+
+
+def cmd_workspace_list(args: argparse.Namespace) -> int:
+    try:
+        registry = load_registry()
+    except RegistryError as exc:
+        raise CliError(str(exc)) from None
+    default = registry.default_name()
+    rows = [{"name": name, "path": str(path), "default": name == default, "exists": path.is_dir()}
+            for name, path in registry.workspaces.items()]
+    if args.json:
+        print(json.dumps({"registry": str(registry.path), "workspaces": rows}, indent=2))
+        return 0
+    if not rows:
+        print(f"no workspaces registered ({registry.path}); add one with: ctxos workspace add PATH")
+        return 0
+    width = max(len(row["name"]) for row in rows)
+    for row in rows:
+        marks = " (default)" * row["default"] + " (missing)" * (not row["exists"])
+        print(f"{row['name']:<{width}}  {row['path']}{marks}")
+    return 0
+
+
+def cmd_workspace_remove(args: argparse.Namespace) -> int:
+    try:
+        folder = remove_workspace(args.name)
+    except RegistryError as exc:
+        raise CliError(str(exc)) from None
+    print(f"removed {args.name} ({folder} is unchanged)")
     return 0
 
 
