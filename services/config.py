@@ -119,6 +119,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "http_limits.mcp_session_idle_s": (_is_positive, "must be a positive number of seconds"),
     "http_limits.mcp_max_sessions": (_is_positive_int, "must be a positive whole number"),
     "http_limits.sse_max_streams": (_is_positive_int, "must be a positive whole number"),
+    # writing generated files into a person's vault only when asked: a typo must not mean "yes"
+    "router.write_to_workspace": (lambda v: v is None or isinstance(v, bool), "must be true, false or null"),
 }
 _SECTIONS = ("daemon", "http_limits")
 

@@ -195,7 +195,7 @@ class Engine:
     def _sync_index(self, summary: ChangeSummary) -> ChangeSummary:
         """Make the index match the store: re-index differing checksums, drop stale paths."""
         indexed = self.index.checksums()
-        upserts = [m for m in self.store.memories.values() if indexed.get(m.rel_path) != m.checksum]
+        upserts = [m for m in self.store.memories.values() if not self.index.is_current(m)]
         stale = [p for p in indexed if p not in self.store.by_path]
         if upserts or stale:
             self.index.update(upserts, stale)
@@ -385,7 +385,7 @@ class Engine:
                 touched.add(rel)
         summary = self._finish(changed_ids, touched, unchanged)
         indexed = self.index.checksums()
-        drift = [m for m in self.store.memories.values() if indexed.get(m.rel_path) != m.checksum]
+        drift = [m for m in self.store.memories.values() if not self.index.is_current(m)]
         stale = [p for p in indexed if p not in self.store.by_path]
         if drift or stale:
             self.index.update(drift, stale)

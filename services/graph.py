@@ -71,23 +71,26 @@ class LinkGraph:
         }
 
 
-def build_graph(memories: Iterable[Memory], resolve: Callable[[str], str | None], *,
+def build_graph(memories: Iterable[Memory], resolve: Callable[[str, str], str | None], *,
                 min_shared_tags: int = 2, max_tag_members: int = MAX_TAG_MEMBERS,
                 damping: float = 0.85) -> LinkGraph:
-    """Build the graph for ``memories``; ``resolve`` maps a link text to an id or None."""
+    """Build the graph for ``memories``; ``resolve(link text, linking file's path)`` gives an id or None
+    (the path matters: Obsidian prefers a note in the linking note's folder)."""
     memories = list(memories)
     graph = LinkGraph(nodes=sorted(m.id for m in memories))
     known = set(graph.nodes)
-    resolved_of: dict[str, str | None] = {}     # one loose lookup per distinct link text
+    resolved_of: dict[tuple[str, str], str | None] = {}   # one lookup per link text and folder
     for memory in memories:
+        folder = memory.rel_path.rpartition("/")[0]
         for target in memory.links:
             if target in known:
                 resolved = target
             else:
+                key = (target, folder)
                 try:
-                    resolved = resolved_of[target]
+                    resolved = resolved_of[key]
                 except KeyError:
-                    resolved = resolved_of[target] = resolve(target)
+                    resolved = resolved_of[key] = resolve(target, memory.rel_path)
             if resolved is None or resolved not in known:
                 graph.dangling.append((memory.id, target))
             elif resolved != memory.id:

@@ -126,6 +126,7 @@ class MemoryIndex:
         self.dir = Path(index_dir)
         self._ix: whoosh_index.Index | None = None
         self._checksums: dict[str, str] = {}
+        self._ids: dict[str, str] = {}        # path -> indexed id (a file's id may change alone: links.qualified_ids)
         self._local = threading.local()
         self._segments = 0
         self._commits = 0
@@ -153,7 +154,9 @@ class MemoryIndex:
             else:
                 ix = whoosh_index.open_dir(str(self.dir), indexname=INDEX_NAME)
                 with ix.searcher() as searcher:
-                    self._checksums = {f["path"]: f.get("checksum", "") for f in searcher.all_stored_fields()}
+                    stored = list(searcher.all_stored_fields())
+                self._checksums = {f["path"]: f.get("checksum", "") for f in stored}
+                self._ids = {f["path"]: f.get("id", "") for f in stored}
                 self._ix = ix
                 self._committed()
                 return False
@@ -181,6 +184,7 @@ class MemoryIndex:
         self._ix = whoosh_index.create_in(str(self.dir), build_schema(), indexname=INDEX_NAME)
         (self.dir / SCHEMA_VERSION_FILE).write_text(SCHEMA_VERSION + "\n")
         self._checksums = {}
+        self._ids = {}
         self._committed()
 
     @property
@@ -197,6 +201,11 @@ class MemoryIndex:
     def checksum_of(self, rel_path: str) -> str | None:
         return self._checksums.get(rel_path)
 
+    def is_current(self, memory: Memory) -> bool:
+        """Is ``memory`` indexed as it is now (same bytes and same id)?"""
+        return (bool(memory.checksum) and self._checksums.get(memory.rel_path) == memory.checksum
+                and self._ids.get(memory.rel_path) == memory.id)
+
     def __len__(self) -> int:
         return len(self._checksums)
 
@@ -211,7 +220,7 @@ class MemoryIndex:
         result = IndexUpdate()
         changed = []
         for memory in memories:
-            if self._checksums.get(memory.rel_path) == memory.checksum and memory.checksum:
+            if self.is_current(memory):
                 result.unchanged += 1
             else:
                 changed.append(memory)
@@ -233,8 +242,10 @@ class MemoryIndex:
         self._committed()
         for path in removals:
             self._checksums.pop(path, None)
+            self._ids.pop(path, None)
         for memory in changed:
             self._checksums[memory.rel_path] = memory.checksum
+            self._ids[memory.rel_path] = memory.id
         result.updated = [m.rel_path for m in changed]
         result.removed = removals
         return result
@@ -252,16 +263,19 @@ class MemoryIndex:
         """Replace the whole index with ``memories`` in one commit (readers never see it empty)."""
         writer = self.ix.writer(timeout=WRITER_TIMEOUT_S, limitmb=128)
         checksums: dict[str, str] = {}
+        ids: dict[str, str] = {}
         try:
             for memory in memories:
                 writer.add_document(**_document(memory))
                 checksums[memory.rel_path] = memory.checksum
+                ids[memory.rel_path] = memory.id
         except BaseException:
             writer.cancel()
             raise
         writer.commit(mergetype=CLEAR)
         self._committed()
         self._checksums = checksums
+        self._ids = ids
         return IndexUpdate(updated=sorted(checksums))
 
     # --- reading -----------------------------------------------------------------

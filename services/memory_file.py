@@ -16,12 +16,13 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
+from .links import display_text, parse_wikilinks, split_link
 from .model import Memory
 from .ontology import MEMORY_TYPES
 
@@ -31,9 +32,9 @@ _MARKER_RE = re.compile(r"^[ \t]*<!--\s*(L1|L2)\s*-->[ \t]*$", re.MULTILINE)
 _OPEN_RE = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
 _CLOSE_RE = re.compile(r"^---[ \t]*\r?$\n?", re.MULTILINE)
 _WIKILINK_RE = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
-# Code fences and inline code: a [[link]] written there is an example, not a link.
-_CODE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$|`[^`\n]+`", re.MULTILINE | re.DOTALL)
 _HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_H1_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
+_CODE_BLOCK_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 _LIST_KEYS = ("tags", "related", "requires", "optional")
 _YAML = YAMLHandler()
 
@@ -127,14 +128,14 @@ def parse_memory(
     split = split_frontmatter(text)
     meta = parse_frontmatter_mapping(split.frontmatter_text)
     body = split.body
-    summary = _text_field(meta, "l0") or _summary_fallback(meta)
-    if not body.strip() and not summary:
+    summary = _text_field(meta, "l0")
+    if not body.strip() and not summary and not _summary_fallback(meta):
         raise MemoryFileError("no content: the body is empty and there is no l0, title or description")
 
     kind = _memory_type(meta, folder_type)
     l1, l2 = split_tiers(body)
     title = first_heading(body)
-    l0 = summary or title or first_sentence(body)
+    l0 = summary or derived_l0(meta, body, rel_path)
     memory_id = _id_field(meta, Path(rel_path).stem)
     modified = _datetime_field(meta, "modified")
     if modified is None:
@@ -218,13 +219,82 @@ def first_heading(body: str) -> str:
     return match.group(1).strip() if match else ""
 
 
-def first_sentence(body: str) -> str:
-    for line in body.splitlines():
-        stripped = line.strip().lstrip("#>-*").strip()
-        if stripped and not stripped.startswith("<!--"):
-            match = re.match(r"(.+?[.!?])(\s|$)", stripped)
-            return match.group(1) if match else stripped
+def derived_l0(meta: dict[str, Any], body: str, rel_path: str) -> str:
+    """The one line of a file without ``l0``: its title, then its first sentence.
+
+    The title is the frontmatter ``title``, else the first level-1 heading, else
+    the file name; never a sub-heading (``## Settings`` says nothing about a note).
+    The sentence is ``description``/``desc`` when set, else the body's first sentence
+    (markdown links shown as their text). A sentence that already starts with the
+    title stands alone.
+    """
+    title = _text_field(meta, "title") or first_h1(body) or PurePosixPath(rel_path).stem
+    title = " ".join(title.split())
+    sentence = ""
+    for key in ("description", "desc"):
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            sentence = value.strip()
+            break
+    sentence = " ".join((sentence or first_sentence(body)).split())
+    if not sentence:
+        return title
+    if re.match(re.escape(title) + r"(?!\w)", sentence, re.IGNORECASE):
+        return sentence
+    return f"{title} — {sentence}"
+
+
+def first_h1(body: str) -> str:
+    """The first ``# Title`` line outside code, without inline markdown."""
+    for line in _CODE_BLOCK_RE.sub("", body).splitlines():
+        match = _H1_RE.match(line)
+        if match:
+            return plain_text(match.group(1))
     return ""
+
+
+def first_sentence(body: str) -> str:
+    """The first sentence of the body's first paragraph of prose (headings, code, tables,
+    embeds, HTML comments and rules skipped; list and quote markers removed)."""
+    paragraph: list[str] = []
+    for line in _CODE_BLOCK_RE.sub("\n", body).splitlines():
+        text = _prose_line(line)
+        if text:
+            paragraph.append(text)
+            continue
+        if paragraph:
+            break
+    joined = " ".join(paragraph)
+    match = re.match(r"(.+?[.!?])(\s|$)", joined)
+    return match.group(1) if match else joined
+
+
+def _prose_line(line: str) -> str:
+    stripped = line.strip()
+    if (not stripped or _HEADING_RE.match(stripped) or stripped.startswith(("<!--", "|", "<"))
+            or re.fullmatch(r"[-*_=]{3,}", stripped)):
+        return ""
+    stripped = re.sub(r"^(?:>\s*)+(?:\[![^\]]*\][-+]?\s*)?", "", stripped)   # quotes, callouts
+    stripped = re.sub(r"^(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", "", stripped)   # list items, tasks
+    return plain_text(stripped)
+
+
+def plain_text(text: str) -> str:
+    """Inline markdown as a reader sees it: link text, no embeds, no emphasis marks."""
+    text = re.sub(r"!\[\[[^\]]*\]\]", "", text)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)
+    text = _WIKILINK_RE.sub(lambda m: _link_text(m.group(1)), text)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"(\*\*|__|==|~~)(.+?)\1", r"\2", text)
+    text = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?!\w)", r"\1", text)
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return " ".join(text.split())
+
+
+def _link_text(inner: str) -> str:
+    link = split_link(inner)
+    return display_text(link) if link else inner.lstrip("#^")
 
 
 def _one_line(text: str) -> str:
@@ -233,26 +303,15 @@ def _one_line(text: str) -> str:
 
 
 def extract_wikilinks(body: str) -> list[str]:
-    """``[[target]]`` targets in order, without ``#anchor``/``^block`` suffixes or folder paths.
+    """``[[target]]`` note links in order, as ``links.parse_wikilinks`` reads them.
 
-    ``[[a|b]]`` is kept as ``a|b``: Obsidian puts the note first, Dendron the
-    alias first, so the link resolver tries both sides. Links inside code
-    (fenced blocks, inline backticks) are examples and are not collected.
+    ``#heading``/``^block`` anchors are dropped, a folder path is kept
+    (``Plugins/Templates``: the resolver uses it), and ``[[a|b]]`` is kept as
+    ``a|b``: Obsidian puts the note first, Dendron the alias first, so the
+    resolver tries both sides. Links inside code are examples; links to
+    attachments (``![[photo.png]]``, a pdf, a canvas) name files, not notes.
     """
-    found: dict[str, None] = {}
-    for match in _WIKILINK_RE.finditer(_CODE_RE.sub(" ", body)):
-        sides = [_clean_link_side(side) for side in match.group(1).split("|", 1)]
-        target = "|".join(side for side in sides if side)
-        if target:
-            found.setdefault(target, None)
-    return list(found)
-
-
-def _clean_link_side(side: str) -> str:
-    side = side.split("#", 1)[0].split("^", 1)[0].strip()
-    if side.lower().endswith(".md"):
-        side = side[:-3]
-    return side.rsplit("/", 1)[-1].strip()
+    return list(dict.fromkeys(link.stored for link in parse_wikilinks(body)))
 
 
 # --- field validation -------------------------------------------------------
@@ -345,7 +404,10 @@ def _list_field(meta: dict[str, Any], key: str) -> list[str]:
 
 def _strip_wikilink(item: str) -> str:
     match = _WIKILINK_RE.fullmatch(item)
-    return _clean_link_side(match.group(1).split("|", 1)[0]) if match else item
+    if not match:
+        return item
+    link = split_link(match.group(1))
+    return link.target if link else ""
 
 
 def _datetime_field(meta: dict[str, Any], key: str) -> datetime | None:

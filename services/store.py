@@ -1,21 +1,37 @@
 """The in-memory catalog of a workspace: valid memories by id and by path, and invalid files.
 
-Duplicate ids are resolved here so every consumer sees one answer: the file
-that held the id first keeps it (at a full scan: the first path in sorted
-order), the other is listed as invalid naming both files, and it takes the id
-over automatically when the first file goes away or changes its id.
+Ids and names are settled here so every consumer sees one answer:
+
+- a file without an ``id`` key is named by its file stem; when several such files
+  share a stem (``Plugins/Templates.md``, ``Obsidian Web Clipper/Templates.md``) each
+  is named by the shortest folder suffix that tells it apart (``Plugins.Templates``,
+  see ``links.qualified_ids``), and the names follow as such files come and go;
+- an explicit ``id`` used twice is a duplicate: the file that held the id first
+  keeps it (at a full scan: the first path in sorted order), the other is listed as
+  invalid naming both files, and it takes the id over when the first goes away;
+- ``resolve_link`` finds the memory a link names the way Obsidian does (exact id,
+  path, file stem with the linking note's folder first, then loose forms of ids,
+  stems and titles).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections import defaultdict
 from typing import Iterable
 
+from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
 from .model import InvalidFile, Memory
 
 
 def _link_key(text: str) -> str:
     """Loose form of a link target: case-folded, spaces/underscores as dashes."""
     return re.sub(r"[\s_]+", "-", text.strip().casefold())
+
+
+def _named_by_path(memory: Memory) -> bool:
+    """True when the file has no ``id`` key: its id comes from its path (and may be qualified)."""
+    return memory.metadata.get("id") is None
 
 
 class MemoryStore:
@@ -25,9 +41,12 @@ class MemoryStore:
         self.memories: dict[str, Memory] = {}
         self.by_path: dict[str, Memory] = {}
         self.invalid: dict[str, InvalidFile] = {}
-        self._shadowed: dict[str, Memory] = {}     # path -> memory whose id is taken
-        self._loose_ids: dict[str, str] = {}        # _link_key(id or stem or title) -> id
-        self._loose_keys: dict[str, list[str]] = {}  # id -> its keys in _loose_ids
+        self._shadowed: dict[str, Memory] = {}         # path -> memory whose id is taken
+        self._parsed: dict[str, Memory] = {}           # path -> as parsed, for files named by their path
+        self._stems: dict[str, set[str]] = defaultdict(set)    # stem -> paths named by it
+        self._by_stem: dict[str, set[str]] = defaultdict(set)  # casefolded stem -> served paths
+        self._loose: dict[str, set[str]] = defaultdict(set)    # _link_key(id, stem, title) -> ids
+        self._loose_keys: dict[str, list[str]] = {}    # id -> its keys in _loose
 
     # --- reading -------------------------------------------------------------
     def __len__(self) -> int:
@@ -53,36 +72,61 @@ class MemoryStore:
         memory = self.by_path.get(rel_path) or self._shadowed.get(rel_path)
         return memory.checksum if memory else None
 
-    def resolve_link(self, target: str) -> str | None:
-        """The id a link names: exact id, else a loose match on id, file stem or title.
+    def resolve_link(self, target: str, source: str | None = None) -> str | None:
+        """The id a link names, as Obsidian resolves it from the note at ``source`` (a path).
 
-        ``a|b`` (a wikilink with an alias) tries ``a`` then ``b``.
+        In order: an explicit ``id``; a path (``[[Plugins/Templates]]``: from the root, else any
+        file whose path ends with it); a file stem (``[[Templates]]``); then a loose match
+        (case, spaces, underscores ignored) on ids, stems and titles. Several candidates:
+        the one in the linking note's folder, else the shortest path. ``a|b`` (a wikilink
+        with an alias: Obsidian puts the note first, Dendron last) tries ``a`` then ``b``.
         """
         for side in target.split("|"):
             side = side.strip()
             if not side:
                 continue
-            if side in self.memories:
-                return side
-            found = self._loose_ids.get(_link_key(side))
-            if found is not None and found in self.memories:
+            exact = self.memories.get(side)
+            if exact is not None and not _named_by_path(exact):
+                return side                       # an explicit id (Dendron's, an agent's) names one note
+            found = self._resolve_side(side, source)
+            if found is not None:
                 return found
+            if exact is not None:
+                return side                       # a qualified id (Plugins.Templates)
         return None
+
+    def _resolve_side(self, side: str, source: str | None) -> str | None:
+        text, anchored = normalise_target(without_suffix(side), source)
+        key = path_key(text)
+        stem = key.rsplit("/", 1)[-1]
+        paths = self._by_stem.get(stem, set())
+        if "/" in key or anchored:
+            exact = [p for p in paths if path_key(without_suffix(p)) == key]
+            if not exact and not anchored:
+                exact = [p for p in paths if path_key(without_suffix(p)).endswith("/" + key)]
+            chosen = pick_target(exact, source)
+        else:
+            chosen = pick_target(list(paths), source)
+        if chosen is None:
+            ids = [i for i in self._loose.get(_link_key(side), ()) if i in self.memories]
+            chosen = pick_target([self.memories[i].rel_path for i in ids], source)
+        memory = self.by_path.get(chosen) if chosen else None
+        return memory.id if memory is not None else None
 
     # --- changing ------------------------------------------------------------
     def put(self, memory: Memory) -> list[str]:
         """Add or replace the memory at ``memory.rel_path``; return the ids whose entry changed."""
-        changed = self.remove_path(memory.rel_path)
-        self.invalid.pop(memory.rel_path, None)
-        owner = self.memories.get(memory.id)
-        if owner is not None and owner.rel_path != memory.rel_path:
-            self._shadowed[memory.rel_path] = memory
-            self.invalid[memory.rel_path] = InvalidFile(
-                memory.rel_path, f"duplicate id {memory.id!r}: also used by {owner.rel_path}; "
-                                 f"{owner.rel_path} is served, give this file another id")
-            return changed
-        self._add(memory)
-        return sorted(set(changed) | {memory.id})
+        rel = memory.rel_path
+        changed = self.remove_path(rel)
+        self.invalid.pop(rel, None)
+        if _named_by_path(memory):
+            stem = stem_of(rel)
+            self._parsed[rel] = memory
+            self._stems[stem].add(rel)
+            changed += self._rename_stem(stem)
+        else:
+            changed += self._place(memory)
+        return sorted(set(changed))
 
     def put_invalid(self, invalid: InvalidFile) -> list[str]:
         changed = self.remove_path(invalid.rel_path)
@@ -90,23 +134,19 @@ class MemoryStore:
         return changed
 
     def remove_path(self, rel_path: str) -> list[str]:
-        """Forget whatever is at ``rel_path``; promote a shadowed duplicate if its id is now free."""
+        """Forget whatever is at ``rel_path``; promote a shadowed duplicate if its id is now free,
+        and give the files that shared its stem their shorter names back."""
         self.invalid.pop(rel_path, None)
-        if self._shadowed.pop(rel_path, None) is not None:
-            return []
-        memory = self.by_path.pop(rel_path, None)
-        if memory is None:
-            return []
-        if self.memories.get(memory.id) is memory:
-            del self.memories[memory.id]
-            self._forget_loose(memory)
-        changed = [memory.id]
-        for path, waiting in sorted(self._shadowed.items()):
-            if waiting.id == memory.id:
-                del self._shadowed[path]
-                self.invalid.pop(path, None)
-                self._add(waiting)
-                break
+        changed = self._unplace(rel_path)
+        if self._parsed.pop(rel_path, None) is not None:
+            stem = stem_of(rel_path)
+            group = self._stems.get(stem)
+            if group is not None:
+                group.discard(rel_path)
+                if group:
+                    changed += self._rename_stem(stem)
+                else:
+                    del self._stems[stem]
         return changed
 
     def remove_paths_under(self, rel_dir: str) -> list[str]:
@@ -119,22 +159,90 @@ class MemoryStore:
     def replace_all(self, items: Iterable[Memory | InvalidFile]) -> None:
         """Rebuild from a full scan (items in sorted path order)."""
         self.__init__()
+        items = list(items)
+        named = [m for m in items if isinstance(m, Memory) and _named_by_path(m)]
+        for memory in named:                      # group stems first: each file is named once
+            self._parsed[memory.rel_path] = memory
+            self._stems[stem_of(memory.rel_path)].add(memory.rel_path)
+        ids: dict[str, str] = {}
+        for group in self._stems.values():
+            ids.update(qualified_ids(group))
         for item in items:
-            if isinstance(item, Memory):
-                self.put(item)
-            else:
+            if isinstance(item, InvalidFile):
                 self.put_invalid(item)
+            elif _named_by_path(item):
+                wanted = ids[item.rel_path]
+                self._place(item if item.id == wanted else dataclasses.replace(item, id=wanted))
+            else:
+                self._place(item)
+
+    # --- internals -------------------------------------------------------------
+    def _rename_stem(self, stem: str) -> list[str]:
+        """(Re)name every file of a stem group; return the ids that changed."""
+        changed: list[str] = []
+        for path, wanted in sorted(qualified_ids(self._stems[stem]).items()):
+            current = self.by_path.get(path) or self._shadowed.get(path)
+            if current is not None and current.id == wanted:
+                continue
+            if current is not None:
+                changed += self._unplace(path)
+            parsed = self._parsed[path]
+            changed += self._place(parsed if parsed.id == wanted else dataclasses.replace(parsed, id=wanted))
+        return changed
+
+    def _place(self, memory: Memory) -> list[str]:
+        owner = self.memories.get(memory.id)
+        if owner is not None and owner.rel_path != memory.rel_path:
+            self._shadowed[memory.rel_path] = memory
+            self.invalid[memory.rel_path] = InvalidFile(
+                memory.rel_path, f"duplicate id {memory.id!r}: also used by {owner.rel_path}; "
+                                 f"{owner.rel_path} is served, give this file another id")
+            return []
+        self._add(memory)
+        return [memory.id]
+
+    def _unplace(self, rel_path: str) -> list[str]:
+        if self._shadowed.pop(rel_path, None) is not None:
+            self.invalid.pop(rel_path, None)
+            return []
+        memory = self.by_path.pop(rel_path, None)
+        if memory is None:
+            return []
+        self._by_stem_discard(memory)
+        if self.memories.get(memory.id) is memory:
+            del self.memories[memory.id]
+            self._forget_loose(memory)
+        changed = [memory.id]
+        for path, waiting in sorted(self._shadowed.items()):
+            if waiting.id == memory.id:
+                del self._shadowed[path]
+                self.invalid.pop(path, None)
+                self._add(waiting)
+                break
+        return changed
 
     def _add(self, memory: Memory) -> None:
         self.memories[memory.id] = memory
         self.by_path[memory.rel_path] = memory
-        stem = memory.rel_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        keys = [_link_key(name) for name in (memory.title, stem, memory.id) if name]
+        stem = stem_of(memory.rel_path)
+        self._by_stem[stem.casefold()].add(memory.rel_path)
+        keys = list(dict.fromkeys(_link_key(name) for name in (memory.title, stem, memory.id) if name))
         for key in keys:
-            self._loose_ids[key] = memory.id
+            self._loose[key].add(memory.id)
         self._loose_keys[memory.id] = keys
+
+    def _by_stem_discard(self, memory: Memory) -> None:
+        key = stem_of(memory.rel_path).casefold()
+        paths = self._by_stem.get(key)
+        if paths is not None:
+            paths.discard(memory.rel_path)
+            if not paths:
+                del self._by_stem[key]
 
     def _forget_loose(self, memory: Memory) -> None:
         for key in self._loose_keys.pop(memory.id, []):
-            if self._loose_ids.get(key) == memory.id:
-                del self._loose_ids[key]
+            ids = self._loose.get(key)
+            if ids is not None:
+                ids.discard(memory.id)
+                if not ids:
+                    del self._loose[key]

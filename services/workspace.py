@@ -62,6 +62,13 @@ def _writable(path: Path) -> bool:
     return owner_may_write and os.access(path, os.W_OK | os.X_OK)
 
 
+def created_by_init(root: Path) -> bool:
+    """Did ``ctxos init`` make this folder a workspace? Recorded by ``_config.yaml`` at its root:
+    only ``init`` writes it (the daemon never does), and a person can see and delete it. A vault
+    served as it is has none, so nothing generated is written into it (docs/file-format.md)."""
+    return (Path(root) / CONFIG_FILENAME).is_file()
+
+
 @dataclass
 class InitReport:
     root: Path

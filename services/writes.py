@@ -245,6 +245,7 @@ def save_memory(
     clean_related = _check_list(related, "related")
 
     with write_lock(root):
+        existing = None
         if id:
             memory_id = validate_id(id)
             existing = store.get(memory_id)
@@ -291,7 +292,8 @@ def save_memory(
         check_before = _unfaithful_checker(tags is not None and clean_tags, related is not None and clean_related)
         saved = commit_memory(root, config, rel_path, new_text, expected_checksum=current.checksum,
                               validate=check_before)
-        return SaveResult(current.id, rel_path, saved.version, False)
+        # a file named by its path may be served under a qualified id (links.qualified_ids)
+        return SaveResult(existing.id if existing is not None else current.id, rel_path, saved.version, False)
 
 
 def _unfaithful_checker(tags: list[str] | bool, related: list[str] | bool):

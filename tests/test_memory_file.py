@@ -49,15 +49,15 @@ def test_full_file_fields():
     assert m.version == 3 and m.protected and not m.always_load
     assert m.l1 == "Intro text before markers.\n\nA paragraph-length summary with a [[linked-note]]."
     assert m.l2.startswith("The full detail")
-    assert m.wikilinks == ["linked-note", "other|Other Note", "third"]
-    assert set(m.links) == {"api-design", "toolchain", "linked-note", "other|Other Note", "third"}
+    assert m.wikilinks == ["linked-note", "other|Other Note", "folder/third"]
+    assert set(m.links) == {"api-design", "toolchain", "linked-note", "other|Other Note", "folder/third"}
     assert m.metadata["custom_key"] == {"nested": [1, 2]}
     assert m.tier_text("L2").startswith("Intro text") and "full detail" in m.tier_text("L2")
 
 
 def test_defaults_from_folder_stem_heading_and_mtime():
     m = parse("# Deploying the API\n\nRun the pipeline. Then check.\n\nMore detail here.\n", rel="04-skills/deploy.md")
-    assert m.id == "deploy" and m.type == "skill" and m.l0 == "Deploying the API"
+    assert m.id == "deploy" and m.type == "skill" and m.l0 == "Deploying the API — Run the pipeline."
     assert m.importance == 0.5 and m.version == 1 and m.tags == []
     assert m.modified == datetime(2023, 11, 14, 22, 13, 20)
     assert m.l1 == "# Deploying the API\n\nRun the pipeline. Then check."
@@ -66,7 +66,7 @@ def test_defaults_from_folder_stem_heading_and_mtime():
 
 def test_outside_ontology_defaults_to_resource_and_first_sentence():
     m = parse("Plain note. Second sentence.", rel="notes/a.md")
-    assert m.type == "resource" and m.l0 == "Plain note."
+    assert m.type == "resource" and m.l0 == "a — Plain note."
 
 
 @pytest.mark.parametrize("text,reason", [
@@ -101,7 +101,7 @@ def test_binary_non_utf8_and_oversize():
 
 def test_dendron_epoch_ms_dates_and_desc():
     m = parse("---\nid: abc\ntitle: Note\ndesc: A description\nupdated: 1\ncreated: 1636492098692\n---\n")
-    assert m.created == date(2021, 11, 9) and m.l0 == "A description"
+    assert m.created == date(2021, 11, 9) and m.l0 == "Note — A description"
 
 
 def test_split_tiers_markers_only_l2():
@@ -111,6 +111,33 @@ def test_split_tiers_markers_only_l2():
 
 def test_wikilinks_dedupe_and_anchor():
     assert extract_wikilinks("[[A]] [[A#x]] [[b^blk]] [[c.md]]") == ["A", "b", "c"]
+
+
+def test_wikilinks_the_obsidian_way():
+    body = ("| a | [[Basic syntax\\|Markdown]] |\n"          # escaped pipe inside a table
+            "![[Engelbart.jpg|100]] ![[lucide-cog.svg#icon]] [[Doc.pdf]] ![[Board.canvas]]\n"
+            "![[Embedded note]] [[Sync/Security and privacy#^sync-geo-regions|regions]] [[#Local heading]]\n"
+            "[[Shown text|dendron://vault/a.b.c#anchor]] [[dev.design]] `[[not a link]]`\n")
+    assert extract_wikilinks(body) == ["Basic syntax|Markdown", "Embedded note",
+                                       "Sync/Security and privacy|regions", "Shown text|a.b.c", "dev.design"]
+
+
+@pytest.mark.parametrize("text,rel,l0", [
+    # a sub-heading is never the summary (Obsidian's "Cards view" used to read "Settings")
+    ("---\npermalink: bases/views/cards\n---\nCards is a type of [[Views|view]] you can use in "
+     "[[Introduction to Bases|Bases]].\n\n## Settings\n\nCard size.", "Bases/Cards view.md",
+     "Cards view — Cards is a type of view you can use in Bases."),
+    ("## Toolbar\n\n- ![[lucide-table.svg#icon]] **View menu** — create views.", "Views.md",
+     "Views — View menu — create views."),
+    ("---\ntitle: Fancy\n---\n# Ignored H1\n\n> [!note] Callouts are *read* as text.", "x.md",
+     "Fancy — Callouts are read as text."),
+    ("# Templates\n\nTemplates is a core plugin.", "Plugins/Templates.md", "Templates is a core plugin."),
+    ("```\ncode. first\n```\n\nAfter [the code](https://x.y) comes prose.", "a.md",
+     "a — After the code comes prose."),
+    ("---\ntitle: Only a title\n---\n", "b.md", "Only a title"),
+])
+def test_l0_is_title_plus_first_sentence(text, rel, l0):
+    assert parse(text, rel=rel).l0 == l0
 
 
 def test_update_frontmatter_round_trip_and_targeted_edit():

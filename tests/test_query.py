@@ -229,12 +229,12 @@ def test_build_graph_dangling_and_tag_cap():
         return Memory(id=mid, type="resource", rel_path=f"{mid}.md", path=Path(mid), l0=mid, l1="", l2="",
                       tags=list(tags), related=list(related))
     mems = [m("a", ["x", "y"], ["b", "ghost"]), m("b", ["x", "y"]), m("c", ["x"])]
-    graph = build_graph(mems, lambda t: None)
+    graph = build_graph(mems, lambda t, s=None: None)
     assert graph.dangling == [("a", "ghost")]
     assert graph.implicit_edges() == [("a", "b")]
     assert graph.authority["b"] == 1.0 and graph.authority["a"] == 0.0
     assert ("a", "b", 1.0) in graph.edges()
-    capped = build_graph(mems, lambda t: None, max_tag_members=1)
+    capped = build_graph(mems, lambda t, s=None: None, max_tag_members=1)
     assert capped.implicit_edges() == [] and capped.skipped_tags == ["x", "y"]
 
 
