@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.mcp_cmds",
     "ctxos.client.commands.daemon_cmds",
     "ctxos.client.commands.governance_cmds",
+    "ctxos.client.commands.inbox_cmds",
 ]
 
 

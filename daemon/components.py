@@ -47,6 +47,7 @@ RPC_METHOD_MODULES: list[str] = [
     "ctxos.daemon.rpc_methods",
     "ctxos.daemon.rpc_governance",
     "ctxos.daemon.rpc_agent_governance",
+    "ctxos.daemon.rpc_inbox",
 ]
 
 

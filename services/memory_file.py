@@ -238,10 +238,10 @@ def derived_l0(meta: dict[str, Any], body: str, rel_path: str) -> str:
             break
     sentence = " ".join((sentence or first_sentence(body)).split())
     if not sentence:
-        return title
+        return _one_line(title)
     if re.match(re.escape(title) + r"(?!\w)", sentence, re.IGNORECASE):
-        return sentence
-    return f"{title} — {sentence}"
+        return _one_line(sentence)
+    return _one_line(f"{title} — {sentence}")
 
 
 def first_h1(body: str) -> str:

@@ -49,6 +49,16 @@ class Memory:
     metadata: dict[str, Any] = field(default_factory=dict)  # frontmatter as written
 
     @property
+    def is_source(self) -> bool:
+        """A file under ``sources/``: an accepted reference agents quote, read-only to them."""
+        return self.rel_path.startswith("sources/")
+
+    @property
+    def label(self) -> str:
+        """What a rendering shows beside the id: the type, and ``source`` for a source."""
+        return f"{self.type}, source" if self.is_source else self.type
+
+    @property
     def links(self) -> list[str]:
         """All explicit outgoing links: related, requires, optional, wikilinks (deduplicated, in order)."""
         seen: dict[str, None] = {}
@@ -88,6 +98,7 @@ class Memory:
             "protected": self.protected,
             "title": self.title,
             "checksum": self.checksum,
+            "source": self.is_source,
         }
         if include_text:
             data["l1"] = self.l1

@@ -19,9 +19,9 @@ TYPE_FOLDERS: dict[str, str] = {
 FOLDER_TYPES: dict[str, str] = {folder: kind for kind, folder in TYPE_FOLDERS.items()}
 MEMORY_TYPES: tuple[str, ...] = tuple(TYPE_FOLDERS)
 
-# Folders that exist in a workspace but are never served as memory.
+# Folders with a role of their own (inbox and archive are not served; sources are, read-only).
 STAGING_FOLDER = "inbox"          # staging area: not served until promoted
-SOURCES_FOLDER = "sources"        # read-only to agents, not served as memory
+SOURCES_FOLDER = "sources"        # accepted references: served, marked as sources, read-only to agents
 ARCHIVE_FOLDER = "_archive"       # archived memories: kept, excluded from context
 STATE_FOLDER = ".ctxos"           # derived state only (a cache)
 ALL_FOLDERS: tuple[str, ...] = (STAGING_FOLDER, SOURCES_FOLDER, *TYPE_FOLDERS.values())

@@ -3,7 +3,7 @@
 Layout (stable, so agents and people learn where to look):
 
     ## Rules                      rules and always_load memories, first
-    ### <id> (<type>, <tier>)
+    ### <id> (<type>, <tier>)       (<type>, source, <tier>) for a file under sources/
     <text>
 
     ## Memories                   the scored memories, best first
@@ -36,7 +36,7 @@ SEPARATOR = "\n\n"
 
 
 def block_heading(memory: Memory, tier: str) -> str:
-    return f"### {memory.id} ({memory.type}, {tier})"
+    return f"### {memory.id} ({memory.label}, {tier})"
 
 
 def memory_block(memory: Memory, tier: str) -> str:
@@ -47,7 +47,7 @@ def memory_block(memory: Memory, tier: str) -> str:
 
 def catalog_line(memory: Memory) -> str:
     l0 = " ".join(memory.l0.split())
-    return f"- {memory.id} ({memory.type}): {l0}" if l0 else f"- {memory.id} ({memory.type})"
+    return f"- {memory.id} ({memory.label}): {l0}" if l0 else f"- {memory.id} ({memory.label})"
 
 
 def more_line(count: int) -> str:

@@ -199,9 +199,11 @@ def index_yaml(source: RouterSource, budget: int) -> str:
         if omitted:
             omitted += 1
             continue
-        entry = yaml.safe_dump([{"id": memory.id, "type": memory.type, "path": memory.rel_path,
-                                 "l0": memory.l0, "importance": memory.importance,
-                                 "tags": list(memory.tags)}],
+        fields = {"id": memory.id, "type": memory.type, "path": memory.rel_path,
+                  "l0": memory.l0, "importance": memory.importance, "tags": list(memory.tags)}
+        if memory.is_source:
+            fields["source"] = True
+        entry = yaml.safe_dump([fields],
                                sort_keys=False, allow_unicode=True, width=1000)
         cost = source.count(entry)
         if used + cost > budget:

@@ -77,7 +77,7 @@ class MemoryStore:
 
         In order: an explicit ``id``; a path (``[[Plugins/Templates]]``: from the root, else any
         file whose path ends with it); a file stem (``[[Templates]]``); then a loose match
-        (case, spaces, underscores ignored) on ids, stems and titles. Several candidates:
+        (case, spaces, underscores ignored) on ids, stems, first headings and frontmatter titles. Several candidates:
         the one in the linking note's folder, else the shortest path. ``a|b`` (a wikilink
         with an alias: Obsidian puts the note first, Dendron last) tries ``a`` then ``b``.
         """
@@ -226,7 +226,9 @@ class MemoryStore:
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
         self._by_stem[stem.casefold()].add(memory.rel_path)
-        keys = list(dict.fromkeys(_link_key(name) for name in (memory.title, stem, memory.id) if name))
+        fm_title = memory.metadata.get("title")
+        names = (memory.title, fm_title if isinstance(fm_title, str) else "", stem, memory.id)
+        keys = list(dict.fromkeys(_link_key(name) for name in names if name))
         for key in keys:
             self._loose[key].add(memory.id)
         self._loose_keys[memory.id] = keys

@@ -2,8 +2,10 @@
 
 Which files are memories is decided here and only here, so the scanner, the
 watcher and the writers agree: every ``.md`` file below the root except the
-staging and read-only folders (``inbox/``, ``sources/``), the archive, hidden
+staging folder (``inbox/``: not served until promoted), the archive, hidden
 folders (``.ctxos/``, ``.git/`` ...) and the router files the daemon generates.
+``sources/`` is served (read-only to agents: ``writes.safe_target``), marked as a
+source wherever a memory is shown (``Memory.is_source``).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from .ontology import (ALL_FOLDERS, ARCHIVE_FOLDER, SOURCES_FOLDER, STAGING_FOLD
 MEMORY_SUFFIXES = (".md", ".markdown")
 # Generated at the workspace root by the router; never read back as memories.
 GENERATED_ROOT_FILES = frozenset({"claude.md", "CLAUDE.md", "AGENTS.md", "GEMINI.md"})
-NOT_SERVED_FOLDERS = frozenset({STAGING_FOLDER, SOURCES_FOLDER, ARCHIVE_FOLDER})
+NOT_SERVED_FOLDERS = frozenset({STAGING_FOLDER, ARCHIVE_FOLDER})
 SKIPPED_DIR_NAMES = frozenset({"node_modules", "__pycache__"})
 GITIGNORE_TEXT = "# AI Context OS derived state (safe to delete; rebuilt from the files)\n.ctxos/\n"
 
@@ -229,7 +231,11 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
             real_root = root.resolve()
             if not target.is_relative_to(real_root):
                 return InvalidFile(rel_path, f"symlink points outside the workspace (to {target})")
-            if not is_memory_path(target.relative_to(real_root).as_posix()):
+            target_rel = target.relative_to(real_root).as_posix()
+            if target_rel.split("/", 1)[0] == SOURCES_FOLDER and rel_path.split("/", 1)[0] != SOURCES_FOLDER:
+                return InvalidFile(rel_path, f"symlink points into sources/ ({target_rel}); the source is served "
+                                             "from there, read-only, and not twice")
+            if not is_memory_path(target_rel):
                 return InvalidFile(rel_path, "symlink points to a file that is not served as memory "
                                              f"({target.relative_to(real_root).as_posix()})")
         stat = path.stat()

@@ -87,7 +87,7 @@ def _make_special(root: Path) -> dict[str, str]:
     os.close(fd)
     return {
         "03-projects/link-out.md": "outside the workspace",
-        "03-projects/link-sources.md": "not served",
+        "03-projects/link-sources.md": "points into sources/",
         **{f"03-projects/{name}": words for name, words in special.items()},
         "03-projects/dangling.md": "broken symlink",
         "03-projects/name-\\xe9\\xff.md": "UTF-8",

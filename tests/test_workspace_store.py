@@ -57,7 +57,7 @@ def test_scan_skips_non_memory_places(make_workspace):
         "04-skills/notes.txt": "not markdown",
         "Home.md": "# Home\n\nroot note",
     })
-    assert sorted(iter_memory_paths(root)) == ["04-skills/a.md", "Home.md"]
+    assert sorted(iter_memory_paths(root)) == ["04-skills/a.md", "Home.md", "sources/ref.md"]   # sources: served
 
 
 def test_symlink_escaping_workspace_is_invalid(make_workspace, tmp_path):
@@ -153,9 +153,9 @@ def test_cli_init_doctor_list(tmp_path):
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-def test_symlink_into_sources_is_not_served(make_workspace):
+def test_symlink_into_sources_is_not_served_twice(make_workspace):
     root = make_workspace({"sources/ref.md": "# Ref\n\nread-only reference"})
     os.symlink(root / "sources" / "ref.md", root / "05-resources" / "ref-link.md")
     store = scan(root)
-    assert store.get("ref-link") is None
-    assert "not served as memory (sources/ref.md)" in store.invalid_files()[0].reason
+    assert store.get("ref-link") is None and store.get("ref").is_source
+    assert "symlink points into sources/ (sources/ref.md)" in store.invalid_files()[0].reason

@@ -65,7 +65,8 @@ def format_simulation(data: dict[str, Any]) -> str:
     rows = []
     for item in data["selected"]:
         shares = item.get("shares", {})
-        rows.append([item["id"], item["type"], item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
+        kind = f"{item['type']} (source)" if str(item.get("path", "")).startswith("sources/") else item["type"]
+        rows.append([item["id"], kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
                     + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", "")])
     if rows:
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
