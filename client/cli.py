@@ -24,6 +24,7 @@ COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.daemon_cmds",
     "ctxos.client.commands.governance_cmds",
     "ctxos.client.commands.inbox_cmds",
+    "ctxos.client.commands.history_cmds",
 ]
 
 
@@ -87,7 +88,7 @@ def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] |
     except DaemonError as exc:
         raise CliError(str(exc)) from None
     try:
-        return backend.call(method, params or {})
+        return backend.call(method, {**(params or {}), "_client": cli_client()})
     except RpcCallError as exc:
         raise CliError(exc.message, exit_code=2 if exc.code == INVALID_PARAMS_CODE else 1) from None
     finally:
@@ -128,6 +129,16 @@ def _version() -> str:
         return importlib.metadata.version("ai-context-os")
     except importlib.metadata.PackageNotFoundError:
         return "unknown (not installed)"
+
+
+def cli_client() -> str:
+    """Who the CLI is, for history (writes are committed as ``ctxos (CLI as <user>)``)."""
+    import getpass
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown user"
+    return f"CLI as {user}"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -48,6 +48,7 @@ RPC_METHOD_MODULES: list[str] = [
     "ctxos.daemon.rpc_governance",
     "ctxos.daemon.rpc_agent_governance",
     "ctxos.daemon.rpc_inbox",
+    "ctxos.daemon.rpc_history",
 ]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any, Literal, Protocol
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
@@ -108,11 +108,20 @@ class ContextOut(BaseModel):
     elapsed_ms: float = Field(0.0, description="time the engine spent on the query")
 
 
+class SaveWarningOut(BaseModel):
+    kind: Literal["l1_never_fits", "l1_over_share", "no_usable_l0", "near_duplicate"]
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
 class SaveOut(BaseModel):
     id: str
     path: str
     version: int = Field(description="pass this as expected_version to update the memory again")
     created: bool
+    warnings: list[SaveWarningOut] = Field(default_factory=list, description=
+                                           "saved, but it will not load as intended (too long an L1, no usable "
+                                           "l0, a near-duplicate of another memory): fix and save again")
 
 
 class SkillOut(BaseModel):
@@ -156,6 +165,16 @@ async def _call(backend: Backend, method: str, params: dict[str, Any]) -> Any:
         raise ToolError(str(exc)) from exc
     except (ConnectionError, OSError) as exc:
         raise ToolError(f"the ctxos daemon is not reachable ({exc})") from exc
+
+
+def client_label(ctx: Context | None) -> str:
+    """Who is calling, for history (the git author ``ctxos (<this>)``): the MCP client's own name."""
+    try:
+        info = ctx.session.client_params.client_info  # type: ignore[union-attr]
+        name = str(info.name or "").strip()
+    except Exception:  # noqa: BLE001 - no session or no client info: say so
+        name = ""
+    return f"{name or 'unnamed client'} via MCP"
 
 
 def _tool_result(text: str, structured: BaseModel) -> CallToolResult:
@@ -238,15 +257,21 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                                      "the checksum of the memory you read (memory:// gives it); optional: "
                                      "the server remembers what it served, so expected_version alone "
                                      "already refuses a save over a person's edit")] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, SaveOut]:
         result = await _call(backend, "save_memory", {
             "type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
             "importance": importance, "l1": l1, "expected_version": expected_version,
-            "expected_checksum": expected_checksum})
+            "expected_checksum": expected_checksum, "_client": client_label(ctx)})
         out = SaveOut(id=result["id"], path=result["path"], version=int(result["version"]),
-                      created=bool(result["created"]))
+                      created=bool(result["created"]),
+                      warnings=[SaveWarningOut(**w) for w in result.get("warnings") or []])
         verb = "Created" if out.created else "Updated"
-        return _tool_result(f"{verb} memory {out.id} (version {out.version}) at {out.path}", out)
+        text = f"{verb} memory {out.id} (version {out.version}) at {out.path}"
+        if out.warnings:
+            text += "\n\nWarnings (saved, but it will not load as intended):\n" + \
+                "\n".join(f"- [{w.kind}] {w.message}" for w in out.warnings)
+        return _tool_result(text, out)
 
     @mcp.tool(
         title="Get skill",
@@ -276,8 +301,10 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
     async def log_session(
         event: Annotated[str, Field(min_length=1, description="what happened, one line")],
         details: Annotated[str | None, Field(description="optional detail, may span lines")] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, LogOut]:
-        result = await _call(backend, "log_session", {"event": event, "details": details})
+        result = await _call(backend, "log_session", {"event": event, "details": details,
+                                                      "_client": client_label(ctx)})
         path = result["path"] if isinstance(result, dict) else str(result)
         out = LogOut(path=path, event=event)
         return _tool_result(f"Logged to {path}", out)

@@ -30,7 +30,7 @@ from ..services.model import SIGNALS
 from ..services.ontology import MEMORY_TYPES
 from ..services.query import known_intents
 from .rpc import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NOT_FOUND,
-                  NOT_READY, WRITE_REFUSED, RpcError, json_default)
+                  NOT_READY, WRITE_REFUSED, CLIENT_PARAM, RpcError, json_default)
 
 log = logging.getLogger("ctxos.daemon.rest")
 
@@ -38,6 +38,7 @@ API_PREFIX = "/api/"
 EVENT_HEARTBEAT_SECONDS = 15.0
 MAX_EVENT_CLIENTS = 32
 EVENT_QUEUE_SIZE = 256
+REST_CLIENT = "web page via REST"   # who REST writes are attributed to in history
 CONFLICT = "conflict"           # RpcError.data["reason"] for a version conflict (and our own pre-check)
 
 # RPC error code -> HTTP status.
@@ -253,7 +254,7 @@ class RestApi:
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """One RPC call through the registry (read pool or write lock, as the method declares)."""
-        return await self.ctx.rpc.call(self.ctx, method, params or {})
+        return await self.ctx.rpc.call(self.ctx, method, {**(params or {}), CLIENT_PARAM: REST_CLIENT})
 
     # --- status and health ------------------------------------------------------
 
@@ -334,7 +335,7 @@ class RestApi:
                                "use PUT /api/memories/{id} to update it",
                                {"reason": CONFLICT, "current_version": existing.get("version")})
         saved = await self.call("save_memory", _body_fields(params))
-        return json_response(await self._memory(_saved_id(saved)), status=201)
+        return json_response({**await self._memory(_saved_id(saved)), "warnings": _warnings(saved)}, status=201)
 
     async def update_memory(self, request: web.Request) -> web.Response:
         """Update a memory through the write gate (version or checksum checked; 409 on a conflict)."""
@@ -365,7 +366,7 @@ class RestApi:
         if checksum:
             fields["expected_checksum"] = checksum      # the gate re-checks it under the write lock
         saved = await self.call("save_memory", fields)
-        return json_response(await self._memory(_saved_id(saved) or memory_id))
+        return json_response({**await self._memory(_saved_id(saved) or memory_id), "warnings": _warnings(saved)})
 
     async def _memory_or_none(self, memory_id: str) -> dict[str, Any] | None:
         try:
@@ -483,6 +484,11 @@ def _body_fields(params: dict[str, Any]) -> dict[str, Any]:
     if out.get("l1") is not None and not str(out["l1"]).strip():
         out["l1"] = None
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _warnings(saved: Any) -> list[Any]:
+    """The budget guard's warnings from a ``save_memory`` result (services/save_warnings.py)."""
+    return list(saved.get("warnings") or []) if isinstance(saved, dict) else []
 
 
 def _saved_id(saved: Any) -> str:
@@ -608,6 +614,8 @@ def add_routes(app: web.Application, ctx: Any) -> RestApi:
     r.add_get("/api/proposals", api.proposals)
     r.add_post("/api/proposals/{id}/{decision:accept|reject}", api.decide_proposal)
     r.add_get("/api/events", api.events)
+    from .rest_history import add_history_routes
+    add_history_routes(app, api)
 
     ctx.add_change_listener(api.hub.publish)
 

@@ -90,27 +90,49 @@ class RpcRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._methods
 
-    def _lookup(self, method: str, params: Any) -> tuple[RpcMethod, dict[str, Any]]:
+    def _lookup(self, method: str, params: Any) -> tuple[RpcMethod, dict[str, Any], Handler]:
         entry = self._methods.get(method)
         if entry is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
                            {"available": self.names()})
-        return entry, normalise_params(params)
+        clean = normalise_params(params)
+        client = None
+        if CLIENT_PARAM in clean:
+            clean = dict(clean)
+            client = clean.pop(CLIENT_PARAM)
+        return entry, clean, _attributed(entry, client)
 
     async def call(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
         """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock."""
-        entry, clean = self._lookup(method, params)
+        entry, clean, handler = self._lookup(method, params)
         if entry.wait_ready:
             await ctx.wait_ready()
         runner = ctx.run_write if entry.write else ctx.run_read
-        return await runner(entry.handler, ctx, clean)
+        return await runner(handler, ctx, clean)
 
     def call_sync(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
         """Run ``method`` in the calling thread (in-process backend); writes still take the write lock."""
-        entry, clean = self._lookup(method, params)
+        entry, clean, handler = self._lookup(method, params)
         if entry.write:
-            return ctx.write_sync(entry.handler, ctx, clean)
-        return entry.handler(ctx, clean)
+            return ctx.write_sync(handler, ctx, clean)
+        return handler(ctx, clean)
+
+
+CLIENT_PARAM = "_client"
+"""Optional param on any call: who is asking, e.g. ``"claude-code via MCP"``. Not passed to handlers;
+every file the call writes is attributed to it in history (git author ``ctxos (<client>)``)."""
+
+
+def _attributed(entry: RpcMethod, client: Any) -> Handler:
+    """The handler, run inside a history scope: its writes are one commit naming the client and method."""
+    from ctxos.services.history import Actor, clean_client, scope
+
+    actor = Actor(client=clean_client(client) or "unnamed client via socket", tool=entry.name)
+
+    def run(ctx: "DaemonContext", params: dict[str, Any]) -> Any:
+        with scope(actor):
+            return entry.handler(ctx, params)
+    return run
 
 
 def normalise_params(params: Any) -> dict[str, Any]:

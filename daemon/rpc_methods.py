@@ -8,6 +8,7 @@ in-process fallback, so every front end gets identical answers.
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ctxos.services.ontology import MEMORY_TYPES
@@ -18,6 +19,8 @@ from .rpc import (INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
+
+log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 10_000
 MAX_BUDGET_TOKENS = 1_000_000
@@ -162,12 +165,16 @@ def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
-    """Files that were skipped, each with its reason, and a broken ``_config.yaml`` if any."""
+    """Files that were skipped, each with its reason, a broken ``_config.yaml`` if any, and memories whose
+    L1 can never fit the default budget (``never_load_at_l1``)."""
+    from ctxos.services.save_warnings import never_at_l1
     check_known(params, set())
     invalid = ctx.engine.invalid_files()
+    plan, never = never_at_l1(ctx.engine)
     return {"invalid": [f.to_dict() for f in invalid], "count": len(invalid),
             "config_error": getattr(ctx.config, "error", None),
-            "problems": list(getattr(ctx.engine, "problems", []) or []), "memories": len(ctx.engine.store)}
+            "problems": list(getattr(ctx.engine, "problems", []) or []), "memories": len(ctx.engine.store),
+            "l1_budget": plan.to_dict(), "never_load_at_l1": never}
 
 
 # ---------------------------------------------------------------- writes
@@ -197,9 +204,20 @@ def save_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
         raise _write_refused(exc) from None
     data = saved.to_dict(include_text=False)
     # "created" is whether this call created the memory; the frontmatter date goes to "created_on".
-    result = {**data, "created_on": data.get("created"), "created": not existed}
+    result = {**data, "created_on": data.get("created"), "created": not existed,
+              "warnings": _save_warnings(ctx, saved, fields.get("l0"))}
     _publish(ctx, updated=[saved.id], paths=[saved.rel_path])
     return result
+
+
+def _save_warnings(ctx: "DaemonContext", saved: Any, raw_l0: str | None) -> list[dict[str, Any]]:
+    """The budget guard's advice on a saved memory (services/save_warnings.py); never fails the save."""
+    from ctxos.services.save_warnings import save_warnings
+    try:
+        return [w.to_dict() for w in save_warnings(ctx.engine, saved, raw_l0=raw_l0)]
+    except Exception:  # noqa: BLE001 - the memory is saved; advice is best effort
+        log.exception("save warnings for %s failed", getattr(saved, "id", "?"))
+        return []
 
 
 def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:

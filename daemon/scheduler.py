@@ -68,6 +68,15 @@ def job_router(engine: Any) -> dict[str, Any]:
     return {"written": report.written, "counts": report.to_dict()["counts"]}
 
 
+def _attributed(spec: "JobSpec") -> Callable[[Any], dict[str, Any]]:
+    """The job, with its writes (archived scratch, router files) committed as one history entry."""
+    def run(engine: Any) -> dict[str, Any]:
+        from ctxos.services.history import Actor, scope
+        with scope(Actor(client="scheduler", tool=f"{spec.name} job")):
+            return spec.run(engine)
+    return run
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -210,7 +219,7 @@ class SchedulerComponent:
             record["recent_starts"] = [*record.get("recent_starts", [])[-(RECENT_RUNS - 1):], round(started, 3)]
             try:
                 runner = ctx.run_write if spec.writes else ctx.run_background
-                result = await runner(spec.run, ctx.engine)
+                result = await runner(_attributed(spec), ctx.engine)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed job is reported, the daemon goes on

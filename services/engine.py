@@ -117,12 +117,16 @@ class Engine:
         self._served: dict[tuple[str, int], set[str]] = {}
         self._served_lock = threading.Lock()
         self.removed_temp_files: list[str] = []
+        self.history: Any = None      # the workspace's HistoryRecorder once loaded (services/history)
 
     # --- lifecycle -----------------------------------------------------------------
     def load(self) -> ChangeSummary:
         """Read config, scan files, open (or recover) the index, index what differs."""
         self.reload_config()
         self.state_dir = state_dir(self.root)
+        if self.history is None:      # every write from here on becomes a commit or a journal entry
+            from .history import install
+            self.history = install(self.root, lambda: self.config)
         try:
             with writes.write_lock(self.root):
                 self.removed_temp_files = remove_orphan_temps(self.root)
@@ -174,6 +178,10 @@ class Engine:
         self._bump()
 
     def close(self) -> None:
+        if self.history is not None:
+            from .history import uninstall
+            uninstall(self.history)
+            self.history = None
         if self.index is not None:
             self.index.close()
         if self.access_log is not None:

@@ -49,6 +49,9 @@ AfterWrite = Callable[[Path, str], None]
 """``callback(root, rel_path)``: called once a write is final (file renamed into place)."""
 
 after_write: list[AfterWrite] = []
+before_write: list[AfterWrite] = []
+"""``callback(root, rel_path)``: a memory file is about to be replaced (checked, under the write lock);
+history keeps the version on disk here when nobody recorded it yet (a person's edit). Same error rule."""
 
 TEMP_NAME_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
 
@@ -105,6 +108,8 @@ def commit_memory(root: Path, config: Config, rel_path: str, text: str, *,
         validate(memory)
     target = Path(root) / rel_path
     _check_disk(target, rel_path, expected_checksum, must_be_new)
+    if not must_be_new:
+        _run_hooks(before_write, root, target)
     with _ReplacedInode(target) as replaced:
         def recheck() -> None:
             _check_disk(target, rel_path, expected_checksum, must_be_new)
@@ -240,12 +245,16 @@ def notify_written(root: Path, path: Path) -> None:
 
 
 def _finalise(root: Path, target: Path) -> None:
+    _run_hooks(after_write, root, target)
+
+
+def _run_hooks(hooks: list[AfterWrite], root: Path, target: Path) -> None:
     rel = relative_path(root, target) or target.name
-    for callback in list(after_write):
+    for callback in list(hooks):
         try:
             callback(Path(root), rel)
-        except Exception:  # a history hook failing must not turn a done write into an error
-            log.exception("after_write hook %r failed for %s", callback, rel)
+        except Exception:  # a history hook failing must not turn a write into an error
+            log.exception("write hook %r failed for %s", callback, rel)
 
 
 def remove_orphan_temps(root: Path, *, min_age_s: float = 0.0) -> list[str]:

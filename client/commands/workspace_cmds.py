@@ -134,6 +134,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"config: {problem}")
     for item in data["invalid"]:
         print(f"  {item['path']}: {item['reason']}")
+    never = data.get("never_load_at_l1") or []
+    if never:
+        plan = data.get("l1_budget") or {}
+        print(f"{len(never)} memories can never load at L1 under the default {plan.get('default_budget')}-token "
+              f"budget (at most {plan.get('available')} tokens for one memory); shorten their l1:")
+        for item in never:
+            print(f"  {item['path']}: L1 is {item['l1_tokens']} tokens")
     return 0
 
 

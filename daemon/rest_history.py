@@ -1,0 +1,49 @@
+"""REST endpoints for history (the web page's history panel), over the ``history`` RPC methods.
+
+- ``GET  /api/memories/{id}/history``: versions, newest first;
+- ``GET  /api/memories/{id}/history/{n}``: version ``n``'s text and its diffs;
+- ``POST /api/memories/{id}/revert`` with ``{"to": N, "expected_version"?: V}``: restore version ``n``
+  through the write gate (403 protected, 409 a newer edit on disk or another version than expected).
+
+Errors map like every other ``/api/`` route (``rest_api.json_errors_middleware``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from .rest_api import ApiError, RestApi, _pick, json_response, read_json_object
+
+
+def _n(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"version number must be an integer, got {raw!r}") from None
+    if value < 1:
+        raise ApiError(400, "version numbers start at 1")
+    return value
+
+
+def add_history_routes(app: web.Application, api: RestApi) -> None:
+    async def history(request: web.Request) -> web.Response:
+        return json_response(await api.call("history", {"id": request.match_info["id"]}))
+
+    async def version(request: web.Request) -> web.Response:
+        return json_response(await api.call("history_version", {"id": request.match_info["id"],
+                                                                "n": _n(request.match_info["n"])}))
+
+    async def revert(request: web.Request) -> web.Response:
+        body = _pick(await read_json_object(request), ("to", "expected_version"))
+        to = body.get("to")
+        if isinstance(to, bool) or not isinstance(to, int):
+            raise ApiError(400, "field 'to' (the version number to restore) is required and must be an integer")
+        params: dict[str, Any] = {"id": request.match_info["id"], "to": to}
+        if "expected_version" in body:
+            params["expected_version"] = body["expected_version"]
+        return json_response(await api.call("revert", params))
+
+    app.router.add_get("/api/memories/{id}/history", history)
+    app.router.add_get(r"/api/memories/{id}/history/{n}", version)
+    app.router.add_post("/api/memories/{id}/revert", revert)
