@@ -28,13 +28,16 @@ def _n(raw: str) -> int:
 
 def add_history_routes(app: web.Application, api: RestApi) -> None:
     async def history(request: web.Request) -> web.Response:
+        """A memory's versions, newest first (git commits or the journal): who, when, tool, summary."""
         return json_response(await api.call("history", {"id": request.match_info["id"]}))
 
     async def version(request: web.Request) -> web.Response:
+        """Version n's full text, its diff against the version before it and against the file now."""
         return json_response(await api.call("history_version", {"id": request.match_info["id"],
                                                                 "n": _n(request.match_info["n"])}))
 
     async def revert(request: web.Request) -> web.Response:
+        """Restore version {"to": n} as a new version through the write gate (403 protected, 409 conflict)."""
         body = _pick(await read_json_object(request), ("to", "expected_version"))
         to = body.get("to")
         if isinstance(to, bool) or not isinstance(to, int):

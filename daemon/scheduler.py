@@ -1,4 +1,5 @@
-"""The daemon's scheduled jobs: governance, community recompute, scratch expiry, router regeneration.
+"""The daemon's scheduled jobs: governance, community recompute, scratch expiry, router regeneration,
+and the optional team git sync (``history.git_sync``).
 
 APScheduler's ``AsyncIOScheduler`` runs inside the daemon's own event loop; each
 job hands its engine work to the daemon's worker threads (``ctx.run_background``
@@ -68,6 +69,22 @@ def job_router(engine: Any) -> dict[str, Any]:
     return {"written": report.written, "counts": report.to_dict()["counts"]}
 
 
+def job_git_sync(engine: Any) -> dict[str, Any]:
+    """``git pull --rebase`` + ``push`` for a team workspace (services/history/sync.py); the watcher
+    indexes what the pull brought. Runs behind the write lock (and the cross-process one)."""
+    from ctxos.services.history.sync import sync
+    from ctxos.services.writes import write_lock
+    with write_lock(engine.root):
+        return sync(engine.root, engine.config.get("history.git_remote") or None).to_dict()
+
+
+def git_sync_interval(config: Any) -> float:
+    """``history.git_sync_interval`` when ``history.git_sync`` is on, else 0 (off)."""
+    if config.get("history.git_sync", False) is not True:
+        return 0.0
+    return float(config.get("history.git_sync_interval", 900))
+
+
 def _attributed(spec: "JobSpec") -> Callable[[Any], dict[str, Any]]:
     """The job, with its writes (archived scratch, router files) committed as one history entry."""
     def run(engine: Any) -> dict[str, Any]:
@@ -83,6 +100,7 @@ class JobSpec:
     config_key: str                      # schedule.<key> interval in seconds
     run: Callable[[Any], dict[str, Any]]
     writes: bool                         # True: behind the daemon's write lock
+    interval_of: Callable[[Any], float] | None = None   # the interval from the config, when not schedule.<key>
 
 
 JOBS: tuple[JobSpec, ...] = (
@@ -93,6 +111,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("communities", "communities_interval", job_communities, writes=False),
     JobSpec("scratch_expiry", "scratch_expiry_interval", job_scratch_expiry, writes=True),
     JobSpec("router", "router_interval", job_router, writes=False),
+    JobSpec("git_sync", "history.git_sync_interval", job_git_sync, writes=True, interval_of=git_sync_interval),
 )
 AFTER_CHANGE_JOBS: tuple[str, ...] = ("communities", "router")
 START_JOBS: tuple[str, ...] = ("scratch_expiry", "communities", "router")
@@ -142,11 +161,17 @@ class SchedulerComponent:
         self.scheduler.start()
         self._refresh_next_runs()
         ctx.add_change_listener(self._on_change)
+        ctx.add_status_provider("history", self._history_status)
         self._arm_wake_check()
         # Once loaded: expire scratch, bring communities and router files up to date (cheap when unchanged).
         self._spawn(self._after_ready())
         log.info("scheduler started: %s", ", ".join(
             f"{s.name} every {self._interval(s):g}s" if self._interval(s) > 0 else f"{s.name} off" for s in JOBS))
+
+    def _history_status(self) -> dict[str, Any]:
+        """History mode and counters (commits, journal entries, failures), for ``ctxos status``."""
+        recorder = getattr(self.ctx.engine, "history", None) if self.ctx is not None else None
+        return recorder.status() if recorder is not None else {"mode": "not loaded"}
 
     async def stop(self) -> None:
         self._stopping = True
@@ -166,6 +191,8 @@ class SchedulerComponent:
     def _interval(self, spec: JobSpec) -> float:
         assert self.ctx is not None
         try:
+            if spec.interval_of is not None:
+                return max(0.0, float(spec.interval_of(self.ctx.config)))
             return max(0.0, float(self.ctx.config.get(f"schedule.{spec.config_key}", DEFAULT_INTERVAL_S)))
         except (TypeError, ValueError):
             return DEFAULT_INTERVAL_S

@@ -9,7 +9,8 @@ Kinds: ``decay`` (old and rarely loaded), ``conflict`` (overlapping memories
 whose types or importance disagree, or that contradict each other as far as
 text can show), ``consolidation`` (clusters of near-duplicates), ``god_node``
 (central in the graph but marked unimportant), ``scratch_expired``,
-``invalid_file``, and ``flag`` (an agent's flag, ``flags.py``).
+``invalid_file``, ``flag`` (an agent's flag, ``flags.py``) and ``sync_conflict`` (the scheduled
+git sync stopped on a conflict, ``history/sync.py``).
 
 The analysis (``analyze``) is pure: it takes memories and the numbers it needs
 (loads per memory, centrality) so tests can build exact situations; the
@@ -41,7 +42,7 @@ from .workspace import state_dir
 
 log = logging.getLogger(__name__)
 
-KINDS: tuple[str, ...] = ("invalid_file", "flag", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
+KINDS: tuple[str, ...] = ("invalid_file", "sync_conflict", "flag", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
 DISMISSED_FILENAME = "dismissed.json"
 _DISMISS_LOCK = threading.Lock()   # dismiss is a read-modify-write of dismissed.json
 REPORT_FILENAME = "governance.json"
@@ -440,9 +441,10 @@ def build_report(root: Path, inputs: GovernanceInputs, settings: GovernanceSetti
                  include_dismissed: bool = False) -> GovernanceReport:
     """Analyse, then drop dismissed findings whose files have not changed."""
     from .flags import flag_findings   # agents' flags (services/flags.py) join the queue here
+    from .history.sync import sync_findings   # a team sync that stopped on a conflict (history/sync.py)
     started = time.perf_counter()
     rank = {kind: n for n, kind in enumerate(KINDS)}
-    findings = sorted(analyze(inputs, settings) + flag_findings(root, inputs.memories),
+    findings = sorted(analyze(inputs, settings) + flag_findings(root, inputs.memories) + sync_findings(root),
                       key=lambda f: (rank.get(f.kind, 99), f.fingerprint))
     dismissed = load_dismissed(root)
     checksum_of = {m.id: m.checksum for m in inputs.memories}
@@ -524,8 +526,10 @@ def _report_key(engine: Any, include_dismissed: bool) -> tuple[Any, ...] | None:
     except OSError:
         dismissed = 0
     from .flags import flags_mtime
+    from .history.sync import state_mtime
     minute = int(time.time() // 60)
-    return (generation, access_log.last_query_id(), dismissed, flags_mtime(engine.root), id(engine.config),
+    return (generation, access_log.last_query_id(), dismissed, flags_mtime(engine.root), state_mtime(engine.root),
+            id(engine.config),
             include_dismissed, minute)
 
 

@@ -136,7 +136,30 @@ def _last_lines(text: str, n: int = 3) -> str:
     return " / ".join(line.strip() for line in text.strip().splitlines()[-n:] if line.strip())
 
 
+def state_mtime(root: Path) -> int:
+    """Changes when a sync ran (governance caches its report on it)."""
+    try:
+        return _state_file(root).stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
 def conflict_record(root: Path) -> dict[str, Any] | None:
     """The unresolved sync conflict, if any (for governance)."""
     record = load_state(root).get("conflict")
     return record if isinstance(record, dict) else None
+
+
+def sync_findings(root: Path) -> list[Any]:
+    """The unresolved sync conflict as a governance ``Finding`` (kind ``sync_conflict``), or nothing."""
+    record = conflict_record(root)
+    if not record:
+        return []
+    from ..governance import Finding
+    files = [str(f) for f in record.get("files") or []]
+    return [Finding(
+        FINDING_KIND, [], files or ["(git sync)"], str(record.get("message") or "git sync conflict"),
+        {"remote": record.get("remote"), "files": files, "since": record.get("since"), "last_try": record.get("at")},
+        {"action": "fix", "suggestion": "resolve by hand: git pull --rebase, fix the files, git rebase --continue; "
+                                        "the finding goes away after the next successful sync"},
+        command="git pull --rebase", severity="warning")]
