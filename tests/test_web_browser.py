@@ -14,6 +14,7 @@ Playwright is not installed (``.ci/run`` installs both).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -248,3 +249,32 @@ def test_page_works_with_a_token(browser: Any, tmp_path: Path) -> None:
     finally:
         context.close()
         proc.stop()
+
+
+def test_history_panel_shows_diffs_and_restores(page: Any, url: str, daemon: DaemonProcess) -> None:
+    """The editor's History panel (journal mode here: the workspace is no git repository)."""
+    path = daemon.root / "05-resources/oven-temps.md"
+    first = api(url, "GET", "/api/memories/oven-temps")
+    api(url, "PUT", "/api/memories/oven-temps", {"version": first["version"], "l0": first["l0"],
+                                                  "content": "Bake at 250C for the first 20 minutes."})
+    page.goto(url + "/#/memories/oven-temps")
+    page.wait_for_function("document.querySelector('#ed-id').value === 'oven-temps'")
+    page.click("#history-panel > summary")
+    page.wait_for_selector("#history-table tbody tr[data-n]")
+    rows = page.locator("#history-table tbody tr[data-n]")
+    assert rows.count() == 2                      # the file as found on disk, then the page's save
+    assert "web page via REST" in rows.nth(0).inner_text()
+    rows.nth(0).locator(".history-diff-btn").click()
+    page.wait_for_selector("#history-diff pre.diff .d-add")
+    assert "Bake at 250C" in page.inner_text("#history-diff pre.diff .d-add >> nth=-1") or \
+        "Bake at 250C" in page.inner_text("#history-diff")
+    shot = screenshot(page, "8-editor-history")
+    if os.environ.get("CTXOS_DOCS_SCREENSHOTS"):        # refresh docs/screenshot-history.png on request only
+        shutil.copy(shot, Path(__file__).resolve().parents[1] / "docs" / "screenshot-history.png")
+    rows.nth(1).locator(".history-restore").click()          # back to the version found on disk
+    page.wait_for_selector("#history-note:has-text('Restored version 1')")
+    assert "Bake at 250C" not in path.read_text()
+    assert f"version: {first['version'] + 2}" in path.read_text()
+    page.wait_for_function("document.querySelectorAll('#history-table tbody tr[data-n]').length === 3")
+    assert page.locator("#history-table tbody tr[data-n]").nth(0).locator("td").nth(3).inner_text() == "revert"
+    screenshot(page, "9-editor-history-restored")

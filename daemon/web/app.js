@@ -547,6 +547,7 @@ function fillEditor(m) {
   $("#ed-revert").hidden = isNew;
   $("#ed-status").textContent = "";
   for (const li of document.querySelectorAll("#mem-list li")) li.classList.toggle("active", li.dataset.id === m.id);
+  document.dispatchEvent(new CustomEvent("ctxos:editor", { detail: m }));   // history.js follows the editor
 }
 
 async function openMemory(id) {
@@ -585,7 +586,9 @@ async function saveMemory(ev) {
       location.hash = `#/memories/${encodeURIComponent(saved.id)}`;
     }
     fillEditor(saved);
-    editorNote(`Saved: version ${saved.version}, written to ${saved.path}.`);
+    const warnings = (saved.warnings || []).map((w) => w.message);   // the budget guard (docs/engine.md)
+    editorNote(`Saved: version ${saved.version}, written to ${saved.path}.` +
+      (warnings.length ? ` Warning: ${warnings.join(" ")}` : ""), warnings.length ? "conflict" : undefined);
     $("#ed-status").textContent = "saved";
     loadMemories();
   } catch (e) {
