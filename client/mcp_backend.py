@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,8 +19,6 @@ import anyio
 
 from ctxos.client import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 from ctxos.daemon.mcp_server import BackendError
-
-EXIT_ALREADY_RUNNING = 3          # ctxos.daemon.main's exit code when the workspace lock is taken
 
 log = logging.getLogger("ctxos.mcp")
 
@@ -69,26 +65,25 @@ def daemon_alive(root: Path) -> bool:
 
 
 def start_daemon(root: Path, timeout: float = START_TIMEOUT_S) -> None:
-    """Start ``ctxos daemon`` for ``root`` detached, and wait until its socket answers."""
+    """Have the per-user daemon serve ``root`` (starting it detached if needed); wait until it answers."""
+    from ctxos.client.launch import LaunchError, launch, lost_race
     from ctxos.daemon.runtime_paths import start_log_path
 
     log_file = start_log_path(root)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    # The same detached start as `ctxos start` (whose output would corrupt our stdout, so not called).
-    command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root)]
-    log.info("starting the daemon: %s", " ".join(command))
-    with open(log_file, "ab") as out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                   start_new_session=True, close_fds=True, cwd="/")
+    # The same start as `ctxos start` (whose output would corrupt our stdout, so not called).
+    try:
+        launched = launch(root, [], log_file)
+    except LaunchError as exc:
+        raise DaemonStartError(str(exc)) from exc
+    log.info("workspace %s: %s", launched.name, "per-user daemon started" if launched.process
+             else f"per-user daemon (pid {launched.signalled_pid}) asked to serve it")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if daemon_alive(root):
             return
-        code = process.poll()
-        if code is not None and not daemon_alive(root):
-            if code == EXIT_ALREADY_RUNNING:   # another daemon took the lock first: it will answer soon
-                time.sleep(0.1)
-                continue
+        process = launched.process
+        code = process.poll() if process is not None else None
+        if code is not None and not daemon_alive(root) and not lost_race(launched):
             raise DaemonStartError(f"the daemon exited with code {code}; see {log_file}")
         time.sleep(0.05)
     raise DaemonStartError(f"the daemon did not answer within {timeout:.0f} s; see {log_file}")

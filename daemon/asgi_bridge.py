@@ -32,8 +32,12 @@ DISCONNECT_POLL_SECONDS = 0.2
 BODY_CHUNK = 64 * 1024
 
 
-def build_scope(request: web.Request) -> dict[str, Any]:
-    """The ASGI 3 ``http`` scope for an aiohttp request."""
+def build_scope(request: web.Request, root_path: str = "") -> dict[str, Any]:
+    """The ASGI 3 ``http`` scope for an aiohttp request.
+
+    ``root_path`` is the prefix the app is mounted under (``/w/<name>`` for a
+    workspace of the per-user daemon): the app routes on the path after it.
+    """
     transport = request.transport
     peer = transport.get_extra_info("peername") if transport else None
     sock = transport.get_extra_info("sockname") if transport else None
@@ -47,7 +51,7 @@ def build_scope(request: web.Request) -> dict[str, Any]:
         "path": request.path,
         "raw_path": raw_path.encode("latin-1", "replace"),
         "query_string": request.query_string.encode("latin-1", "replace"),
-        "root_path": "",
+        "root_path": root_path,
         "headers": [(k.lower(), v) for k, v in request.raw_headers],
         "client": (peer[0], peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None,
         "server": (sock[0], sock[1]) if isinstance(sock, tuple) and len(sock) >= 2 else None,
@@ -125,13 +129,13 @@ class _Exchange:
         # Other event types (e.g. http.response.trailers) are not used by the MCP apps.
 
 
-def asgi_handler(app: ASGIApp) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """An aiohttp handler that runs ``app`` for each request it receives."""
+def asgi_handler(app: ASGIApp, root_path: str = "") -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """An aiohttp handler that runs ``app`` (mounted under ``root_path``) for each request it receives."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         exchange = _Exchange(request)
         try:
-            await app(build_scope(request), exchange.receive, exchange.send)
+            await app(build_scope(request, root_path), exchange.receive, exchange.send)
         except Exception as exc:
             if exchange.client_gone() or isinstance(exc, ConnectionError):
                 # An ordinary disconnect (a tool closed its stream, a browser left): not an error.

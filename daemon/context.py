@@ -79,6 +79,11 @@ class DaemonContext:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._graph_refresh: asyncio.Task | None = None
         self._graph_refresh_again = False
+        # Set by the per-user daemon (daemon/workspaces.py): this workspace's registry name, the
+        # holder of every served workspace, and what loads this one on first use (lazy loading).
+        self.name: str | None = None
+        self.workspaces: Any = None
+        self._activator: Callable[[], None] | None = None
         if mode == "daemon" and hasattr(engine, "allow_stale_graph"):
             # Queries serve the last link graph; it is rebuilt after each change batch
             # (schedule_graph_refresh), so no query pays for the rebuild.
@@ -124,9 +129,30 @@ class DaemonContext:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.schedule_graph_refresh)   # build the first graph before a query needs it
 
+    def set_activator(self, activate: Callable[[], None]) -> None:
+        """Lazy loading: ``activate()`` (on the loop) starts loading; the first call that needs the engine runs it."""
+        self._activator = activate
+
+    @property
+    def idle(self) -> bool:
+        """True while a lazily served workspace has not been loaded (nothing has asked for it yet)."""
+        return self._activator is not None and not self._ready_flag.is_set()
+
+    @property
+    def state(self) -> str:
+        """``idle`` (lazy, not loaded yet), ``loading``, ``ready`` or ``failed``."""
+        return "failed" if self.load_error else ("ready" if self.ready else ("idle" if self.idle else "loading"))
+
+    def activate(self) -> None:
+        """Start loading a lazily served workspace now (idempotent; on the loop)."""
+        activate, self._activator = self._activator, None
+        if activate is not None:
+            activate()
+
     async def wait_ready(self) -> None:
         if self._ready_flag.is_set():
             return
+        self.activate()
         if self._ready_event is None:
             self.bind_loop(asyncio.get_running_loop())
         assert self._ready_event is not None
@@ -251,7 +277,7 @@ class DaemonContext:
             "workspace": str(self.root),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
             "uptime_s": round(time.time() - self.started_at, 3),
-            "state": "failed" if self.load_error else ("ready" if self.ready else "loading"),
+            "state": self.state,
             "socket": str(self.socket_path) if self.socket_path else None,
             "http": self.http_url,
             "components": dict(self.components),
@@ -259,6 +285,8 @@ class DaemonContext:
         }
         if self.load_error:
             data["load_error"] = self.load_error
+        if self.name is not None:
+            data["name"] = self.name
         for name, provider in list(self._status_providers.items()):
             try:
                 data[name] = provider()

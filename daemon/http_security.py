@@ -53,6 +53,7 @@ class SecurityPolicy:
         object.__setattr__(self, "allowed_origins", frozenset(origins))
 
     def is_protected(self, path: str) -> bool:
+        path = strip_workspace_prefix(path)
         return any(path == p.rstrip("/") or path.startswith(p) for p in self.protected_prefixes)
 
     def check(self, path: str, host: str | None, origin: str | None,
@@ -69,6 +70,14 @@ class SecurityPolicy:
             if scheme.lower() != "bearer" or not hmac.compare_digest(supplied.strip().encode(), self.token.encode()):
                 return 401, "a bearer token is required (daemon.http_token)"
         return None
+
+
+def strip_workspace_prefix(path: str) -> str:
+    """``/w/<name>/mcp`` -> ``/mcp``: a workspace of the per-user daemon has the same protected paths."""
+    if path.startswith("/w/"):
+        _, _, rest = path[3:].partition("/")
+        return "/" + rest
+    return path
 
 
 def policy_from_config(port: int, token: object, extra_origins: Iterable[str] | None = None) -> SecurityPolicy:

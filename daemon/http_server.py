@@ -20,6 +20,7 @@ the first request can arrive and closed after the last one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -118,6 +119,7 @@ class HttpServerComponent:
         self._sessions_task: asyncio.Task[None] | None = None
         self._sessions_ready = asyncio.Event()
         self._sessions_stop = asyncio.Event()
+        self.workspace_mcps: dict[str, Any] = {}    # per-user daemon: name -> that workspace's MCP server
 
     async def start(self, ctx: Any) -> None:
         from ctxos.services.config import load_config
@@ -150,6 +152,9 @@ class HttpServerComponent:
             await self.stop()
             raise
         ctx.http_url = self.url
+        for name, workspace_ctx in self._named_workspaces(ctx):
+            if workspace_ctx is not ctx:
+                workspace_ctx.http_url = f"{self.url}/w/{name}"
         if hasattr(ctx, "add_status_provider"):
             ctx.add_status_provider("http_server", self.status)
         log.info("HTTP on %s (MCP %s/mcp, web view %s/)", self.url, self.url, self.url)
@@ -166,26 +171,48 @@ class HttpServerComponent:
 
     def _build_app(self, ctx: Any, address: str) -> web.Application:
         assert self.policy is not None
-        self.mcp = build_mcp_server(RegistryBackend(ctx))
         # The SDK checks Host/Origin too; give it the same exact allow-list as our middleware.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                              allowed_hosts=sorted(self.policy.allowed_hosts),
                                              allowed_origins=sorted(self.policy.allowed_origins))
-        limits = self.limits
-        streamable = self.mcp.streamable_http_app(transport_security=security, host=address,
-                                                  session_idle_timeout=limits.mcp_session_idle_s,
-                                                  max_sessions=limits.mcp_max_sessions)
-        legacy_sse = self.mcp.sse_app(transport_security=security, host=address)
-
         app = web.Application(middlewares=[security_middleware(self.policy)])
-        mcp_handler = asgi_handler(streamable)
-        sse_handler = asgi_handler(legacy_sse)
+        self.mcp = self._add_workspace(app, ctx, address, security)
+        # The per-user daemon: every workspace also at /w/<name>/ (MCP, REST, web view), each
+        # answered by its own context; the default one is at / as well. Before the root's web
+        # view, whose catch-all route would otherwise take /w/... first.
+        for name, workspace_ctx in self._named_workspaces(ctx):
+            sub = web.Application()
+            mcp = self._add_workspace(sub, workspace_ctx, address, security, root_path=f"/w/{name}")
+            self._add_web_view(sub)
+            app.add_subapp(f"/w/{name}/", sub)
+            self.workspace_mcps[name] = mcp
+        self._add_web_view(app)
+        return app
+
+    @staticmethod
+    def _named_workspaces(ctx: Any) -> list[tuple[str, Any]]:
+        """``(name, ctx)`` of every workspace the daemon serves (none for a single-workspace daemon)."""
+        workspaces = getattr(ctx, "workspaces", None)
+        if workspaces is None:
+            return []
+        return [(c.name, c) for c in workspaces.contexts() if c.name]
+
+    def _add_workspace(self, app: web.Application, ctx: Any, address: str, security: TransportSecuritySettings,
+                       root_path: str = "") -> Any:
+        """MCP (Streamable HTTP and legacy SSE) and REST for one workspace's context; returns its MCP server."""
+        mcp = build_mcp_server(RegistryBackend(ctx))
+        limits = self.limits
+        streamable = mcp.streamable_http_app(transport_security=security, host=address,
+                                             session_idle_timeout=limits.mcp_session_idle_s,
+                                             max_sessions=limits.mcp_max_sessions)
+        legacy_sse = mcp.sse_app(transport_security=security, host=address)
+        mcp_handler = asgi_handler(streamable, root_path)
+        sse_handler = asgi_handler(legacy_sse, root_path)
         app.router.add_route("*", "/mcp", mcp_handler)
         app.router.add_route("GET", "/sse", self._bounded_sse(sse_handler, limits.sse_max_streams))
         app.router.add_route("POST", "/messages/", sse_handler)
         self._add_rest(app, ctx)
-        self._add_web_view(app)
-        return app
+        return mcp
 
     def _bounded_sse(self, handler: Any, cap: int) -> Any:
         """Legacy ``/sse``: each GET is a long-lived stream (and a session); at most ``cap`` at once."""
@@ -233,7 +260,9 @@ class HttpServerComponent:
         """Enter the SDK session manager's task group in a task of its own, for the server's lifetime."""
 
         async def run() -> None:
-            async with self.mcp.session_manager.run():
+            async with contextlib.AsyncExitStack() as stack:
+                for mcp in (self.mcp, *self.workspace_mcps.values()):
+                    await stack.enter_async_context(mcp.session_manager.run())
                 self._sessions_ready.set()
                 await self._sessions_stop.wait()
 
@@ -259,3 +288,6 @@ class HttpServerComponent:
             self._runner = None
         if self.ctx is not None and getattr(self.ctx, "http_url", None) == self.url:
             self.ctx.http_url = None
+        for _name, workspace_ctx in self._named_workspaces(self.ctx) if self.ctx is not None else []:
+            if str(getattr(workspace_ctx, "http_url", None) or "").startswith(f"{self.url}/w/"):
+                workspace_ctx.http_url = None

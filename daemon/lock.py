@@ -98,3 +98,50 @@ def is_locked(root: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+class UserLock:
+    """The per-user daemon's ``flock`` (``<runtime dir>/user-daemon.lock``): one such daemon per user.
+
+    Same semantics as the workspace lock: the kernel drops it when the holder dies.
+    """
+
+    def __init__(self) -> None:
+        self.path = runtime_paths.user_lock_path()
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False when another process holds it."""
+        runtime_paths.ensure_private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def user_daemon_pid() -> int | None:
+    """The pid of the running per-user daemon (-1 if it has not written it yet), or None when none runs."""
+    try:
+        fd = os.open(runtime_paths.user_lock_path(), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else -1
+        return None
+    finally:
+        os.close(fd)

@@ -18,13 +18,13 @@ _HANDLER_TAG = "_ctxos_daemon_handler"
 
 
 def setup_logging(root: Path, *, max_bytes: int = 1_048_576, backups: int = 3,
-                  level: int = logging.INFO, stderr: bool = True) -> Path:
+                  level: int = logging.INFO, stderr: bool = True, log_file: Path | None = None) -> Path:
     """Attach the stderr and rotating-file handlers to the root logger; return the log file path.
 
     Calling it again replaces the handlers this function added (so tests and
     restarts within one process do not duplicate lines) and leaves others alone.
     """
-    log_file = runtime_paths.log_path(root)
+    log_file = Path(log_file) if log_file is not None else runtime_paths.log_path(root)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     root_logger = logging.getLogger()
     for handler in list(root_logger.handlers):

@@ -53,6 +53,10 @@ def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debounce-ms", type=int, default=None, metavar="MS",
                         help="coalesce file events for this long (default: config daemon.debounce_ms)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    parser.add_argument("--all", action="store_true",
+                        help="serve every registered workspace (`ctxos workspace list`) from this one daemon")
+    parser.add_argument("--load", action="append", default=[], metavar="NAME",
+                        help="with --all: load this workspace at once (the others load on first use)")
 
 
 def options_from_args(args: argparse.Namespace) -> DaemonOptions:
@@ -85,7 +89,7 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
     except KeyboardInterrupt:  # a signal before the loop installed its handlers
         return 130
     finally:
-        _remove_info(root)
+        remove_info(root)
         lock.release()
 
 
@@ -111,7 +115,7 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
 
-    load_task = loop.create_task(_load(ctx, stop))
+    load_task = loop.create_task(load_workspace(ctx, stop))
     started: list[Any] = []
     exit_code = EXIT_OK
     try:
@@ -136,7 +140,7 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
             started.append(component)
             ctx.components[spec.name] = "running"
         if exit_code == EXIT_OK:
-            _write_info(ctx)
+            write_info(ctx)
             await stop.wait()
             if ctx.load_error:
                 exit_code = EXIT_FAILED
@@ -161,8 +165,12 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
     return exit_code
 
 
-async def _load(ctx: DaemonContext, stop: asyncio.Event) -> None:
-    """Initial load + reconcile on the write thread; a failure stops the daemon (systemd restarts it)."""
+async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None) -> None:
+    """Initial load + reconcile on the write thread.
+
+    A failure stops a single-workspace daemon (``stop`` given: systemd restarts it);
+    in the per-user daemon (``stop`` None) only that workspace reports the error.
+    """
     started = time.monotonic()
     try:
         summary = await ctx.run_write(ctx.engine.load)
@@ -170,7 +178,8 @@ async def _load(ctx: DaemonContext, stop: asyncio.Event) -> None:
         log.exception("loading the workspace failed")
         ctx.load_error = f"{type(exc).__name__}: {exc}"
         ctx.mark_ready()   # wake waiters so they get the error instead of hanging
-        stop.set()
+        if stop is not None:
+            stop.set()
         return
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
@@ -192,7 +201,7 @@ def _summary_line(summary: Any) -> str:
             f"{getattr(summary, 'unchanged', 0)} unchanged")
 
 
-def _write_info(ctx: DaemonContext) -> None:
+def write_info(ctx: DaemonContext) -> None:
     """``.ctxos/daemon.json``: how to reach this daemon (informational; the lock decides liveness)."""
     from ctxos.services.atomic import atomic_write_text
     info = {
@@ -217,7 +226,7 @@ def read_info(root: Path) -> dict[str, Any] | None:
         return None
 
 
-def _remove_info(root: Path) -> None:
+def remove_info(root: Path) -> None:
     info = read_info(root)
     if info and info.get("pid") == os.getpid():
         try:
@@ -227,11 +236,14 @@ def _remove_info(root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ctxos.daemon.main --workspace PATH [options]``: what ``ctxos start`` spawns."""
+    """``python -m ctxos.daemon.main --workspace PATH | --all [options]``: what ``ctxos start`` spawns."""
     parser = argparse.ArgumentParser(prog="ctxos-daemon", description="Run the AI Context OS daemon in the foreground.")
     parser.add_argument("--workspace", "-w", help="workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)")
     add_daemon_arguments(parser)
     args = parser.parse_args(argv)
+    if args.all:
+        from .user_daemon import run_user_daemon
+        return run_user_daemon(options_from_args(args), load=args.load)
     raw = args.workspace or os.environ.get("CTXOS_WORKSPACE") or "~/AI-Context-OS"
     return run_daemon(Path(raw), options_from_args(args))
 

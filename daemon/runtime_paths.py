@@ -111,3 +111,26 @@ def log_path(root: Path) -> Path:
 def start_log_path(root: Path) -> Path:
     """Where ``ctxos start`` sends the background daemon's stdout/stderr (crashes before logging is set up)."""
     return log_dir(root) / START_LOG_NAME
+
+
+# ---------------------------------------------------------------- the per-user daemon
+
+USER_LOCK_NAME = "user-daemon.lock"
+USER_INFO_NAME = "user-daemon.json"
+
+
+def user_lock_path(runtime: Path | None = None) -> Path:
+    """The per-user daemon's lock, in the private runtime dir (one such daemon per user)."""
+    return Path(runtime or runtime_dir()) / USER_LOCK_NAME
+
+
+def user_info_path(runtime: Path | None = None) -> Path:
+    """``user-daemon.json``: pid, HTTP address and workspaces of the running per-user daemon."""
+    return Path(runtime or runtime_dir()) / USER_INFO_NAME
+
+
+def user_log_path() -> Path:
+    """``$XDG_STATE_HOME/ctxos/logs/daemon.log``: the per-user daemon's log (it serves many workspaces)."""
+    value = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(value) if value and os.path.isabs(value) else Path.home() / ".local" / "state"
+    return base / "ctxos" / LOG_DIR / LOG_NAME

@@ -30,6 +30,8 @@ def _params(root: Path, *extra: str, runtime_dir: str | None = None) -> StdioSer
     # The SDK passes a minimal environment to the child: add the test's runtime dir.
     env = {"CTXOS_RUNTIME_DIR": runtime_dir or os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ.get("PATH", ""),
            "HOME": os.environ.get("HOME", "/tmp")}
+    # ... and its own config and state dirs: a started daemon registers the workspace there.
+    env.update({name: os.environ[name] for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME") if name in os.environ})
     return StdioServerParameters(command=CTXOS, args=["--workspace", str(root), "mcp", *extra], env=env)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ctxos.client import DaemonClient, DaemonError
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
+from ctxos.client.launch import Launch, LaunchError, launch, lost_race
 from ctxos.daemon import runtime_paths
 from ctxos.daemon.lock import is_locked, read_lock_pid
 from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemon
@@ -95,6 +96,9 @@ def _duration(seconds: float) -> str:
 # ---------------------------------------------------------------- commands
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    if args.all:
+        from ctxos.daemon.user_daemon import run_user_daemon
+        return run_user_daemon(options_from_args(args), load=args.load)
     root = require_workspace(resolve_workspace(args.workspace))
     return run_daemon(root, options_from_args(args))
 
@@ -105,23 +109,29 @@ def cmd_start(args: argparse.Namespace) -> int:
     if current is not None:
         print(f"ctxos daemon already running for {root} (pid {current.get('pid')})")
         return 0
-    proc: subprocess.Popen[bytes] | None = None
+    launched: Launch | None = None
     log_file = runtime_paths.start_log_path(root)
     if not is_locked(root):
+        # The per-user daemon serves it: started now, or told (SIGHUP) to open it.
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), *_daemon_flags(args)]
-        with open(log_file, "wb") as out:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, cwd="/")
+        log_file.write_bytes(b"")
+        try:
+            launched = launch(root, _daemon_flags(args), log_file)
+        except LaunchError as exc:
+            raise CliError(str(exc), exit_code=1) from None
     # else: a daemon holds the lock but does not answer yet (it is starting): wait for it too.
     deadline = time.monotonic() + args.timeout
     delay = 0.02
     status: dict[str, Any] | None = None
     while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
+        proc = launched.process if launched is not None else None
+        if proc is not None and proc.poll() is not None and not lost_race(launched):  # type: ignore[arg-type]
             raise CliError(f"the daemon exited with code {proc.returncode} while starting:\n{_tail(log_file)}",
                            exit_code=1)
         status = query_status(root, timeout=2.0)
+        if status is not None and status.get("state") == "idle":
+            _load_now(root)
+            continue
         if status is not None and status.get("state") != "loading":
             break
         time.sleep(delay)
@@ -133,7 +143,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise CliError(f"the daemon failed to load the workspace: {status.get('load_error')}", exit_code=1)
     state = "" if status.get("state") == "ready" else " (still loading the workspace)"
     http = f", http {status['http']}" if status.get("http") else ""
-    print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}")
+    served = (status.get("workspaces") or {}).get("count")
+    shared = (f"; the per-user daemon serves {served} workspace(s): ctxos workspace list"
+              if launched is not None and launched.process is None and served else "")
+    print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}{shared}")
     http_state = str((status.get("components") or {}).get("http", ""))
     if http_state.startswith("failed"):
         # Loud: a tool configured for this workspace's HTTP address would otherwise reach nothing,
@@ -141,6 +154,17 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"ctxos: WARNING: this daemon serves NO HTTP (MCP /mcp, REST, web view): "
               f"{http_state[len('failed: '):]}", file=sys.stderr)
     return 0
+
+
+def _load_now(root: Path) -> None:
+    """Ask the per-user daemon to load an idle workspace now (it loads on first use otherwise)."""
+    client = DaemonClient.for_workspace(root, timeout=2.0)
+    try:
+        client.call("load_workspace")
+    except (DaemonError, OSError, ValueError):
+        pass   # still loading after 2 s: the caller keeps polling status
+    finally:
+        client.close()
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -226,6 +250,15 @@ def format_status(status: dict[str, Any]) -> str:
                      f"{last.get('removed')} removed in {last.get('apply_ms')} ms")
     if status.get("config_error"):
         lines.append(f"  config          {status['config_error']}")
+    workspaces = status.get("workspaces") or {}
+    if workspaces.get("items"):
+        lines.append(f"  workspaces      {workspaces.get('count')} served by this daemon, "
+                     f"{workspaces.get('loaded')} loaded")
+        for item in workspaces["items"]:
+            marks = " (default)" * bool(item.get("default"))
+            detail = item.get("error") or item.get("state")
+            lines.append(f"    {item.get('name')}{marks}: {detail}  {item.get('path')}"
+                         + (f"  {item['http']}" if item.get("http") else ""))
     components = status.get("components") or {}
     if components:
         lines.append("  components      " + ", ".join(_component(name, state, status) for name, state in components.items()))

@@ -1,0 +1,89 @@
+"""Bring a workspace under the per-user daemon: register it, then start or tell the daemon.
+
+``ctxos start`` and ``ctxos mcp`` (when no daemon answers) both come here, so
+a workspace is always served the same way: registered in the per-user
+registry, then either the per-user daemon is started (``python -m
+ctxos.daemon.main --all --load NAME``, detached) or, when it already runs, it
+is sent SIGHUP to re-read the registry and open the new workspace. Callers
+then wait on the workspace's own socket, which that daemon binds.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_ALREADY_RUNNING = 3      # ctxos.daemon's exit code when its lock is taken
+
+
+class LaunchError(RuntimeError):
+    """The workspace could not be registered or the daemon could not be reached/started."""
+
+
+@dataclass
+class Launch:
+    """What :func:`launch` did: the registry name, and the process it spawned (None: signalled a running one)."""
+
+    name: str
+    process: subprocess.Popen[bytes] | None
+    signalled_pid: int | None = None
+
+
+def launch(root: Path, flags: list[str], log_file: Path) -> Launch:
+    """Register ``root`` and make the per-user daemon serve it (spawning that daemon when none runs)."""
+    from ctxos.daemon.lock import user_daemon_pid
+    from ctxos.services.workspace_registry import RegistryError, add_workspace
+
+    try:
+        name, _added = add_workspace(root)
+    except (RegistryError, OSError) as exc:
+        raise LaunchError(f"{root} could not be registered: {exc}") from exc
+    pid = user_daemon_pid()
+    if pid is not None:
+        _hangup(pid)
+        return Launch(name, None, pid)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "ctxos.daemon.main", "--all", "--load", name, *flags]
+    with open(log_file, "ab") as out:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, close_fds=True, cwd="/")
+    return Launch(name, process)
+
+
+def _hangup(pid: int) -> None:
+    """Ask the running per-user daemon to re-read the registry (it opens the workspace just added)."""
+    deadline = time.monotonic() + 5.0
+    while pid == -1 and time.monotonic() < deadline:   # it holds the lock but has not written its pid yet
+        time.sleep(0.05)
+        from ctxos.daemon.lock import user_daemon_pid
+        pid = user_daemon_pid() or -1
+    if pid <= 0:
+        raise LaunchError("the per-user daemon is starting but has not said its pid; try again")
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except ProcessLookupError:
+        pass   # it just exited: the caller's wait times out with its log
+    except PermissionError as exc:
+        raise LaunchError(f"cannot signal the per-user daemon (pid {pid}): {exc}") from exc
+
+
+def lost_race(launched: Launch) -> bool:
+    """The spawned daemon found another per-user daemon starting first: tell that one instead.
+
+    True when it did (the caller keeps waiting on the workspace's socket).
+    """
+    process = launched.process
+    if process is None or process.poll() != EXIT_ALREADY_RUNNING:
+        return False
+    from ctxos.daemon.lock import user_daemon_pid
+
+    pid = user_daemon_pid()
+    if pid is None:
+        return False
+    _hangup(pid)
+    launched.process, launched.signalled_pid = None, pid
+    return True

@@ -1,0 +1,160 @@
+"""One per-user daemon serving several registered workspaces (real processes throughout).
+
+``ctxos start`` starts the per-user daemon; ``ctxos mcp --workspace NAME`` (the
+SDK's stdio client) and ``/w/<name>/mcp`` (the SDK's Streamable HTTP client)
+each answer from that workspace's memories only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from daemon_helpers import memory_text
+
+pytestmark = [pytest.mark.slow]
+
+CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
+TOKEN = "multi-workspace-test-token"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def ctxos(*args: str, check: bool = True, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([CTXOS, *args], capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL)
+    if check and out.returncode != 0:
+        raise AssertionError(f"ctxos {' '.join(args)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def _status(name: str) -> dict:
+    return json.loads(ctxos("-w", name, "status", "--json").stdout)
+
+
+def _stop_all(pid: int | None) -> None:
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def two_workspaces(make_workspace):
+    """alpha (the default: HTTP on a free port, with a token) and beta, each with its own skill."""
+    alpha = make_workspace({
+        "_config.yaml": f"daemon:\n  http_port: 0\n  http_token: {TOKEN}\n",
+        "04-skills/alpaca-shearing.md": memory_text("alpaca-shearing", "Shear the alpacas in May with the "
+                                                    "quiet clippers.", type="skill", l0="Alpaca shearing in May"),
+    })
+    beta = make_workspace({
+        "04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive gently before opening the "
+                                                "bee boxes.", type="skill", l0="Bee smoking before opening"),
+    })
+    ctxos("workspace", "add", str(alpha), "--name", "alpha")
+    ctxos("workspace", "add", str(beta), "--name", "beta")
+    return alpha, beta
+
+
+def _stdio(name: str) -> StdioServerParameters:
+    env = {key: os.environ[key] for key in ("CTXOS_RUNTIME_DIR", "PATH", "HOME", "XDG_CONFIG_HOME",
+                                            "XDG_STATE_HOME", "XDG_CACHE_HOME") if key in os.environ}
+    return StdioServerParameters(command=CTXOS, args=["mcp", "--workspace", name, "--no-start"], env=env)
+
+
+def _context_ids(structured: dict) -> set[str]:
+    return {item["id"] for item in structured["selected"]}
+
+
+@pytest.mark.anyio
+async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspaces) -> None:
+    alpha, beta = two_workspaces
+    started = ctxos("-w", "alpha", "start", "--no-tray")
+    pid = None
+    try:
+        first = _status("alpha")
+        pid = first["pid"]
+        assert first["state"] == "ready" and first["name"] == "alpha" and first["workspace"] == str(alpha)
+        base = first["http"]
+        assert base and base in started.stdout
+        second = _status("beta")
+        assert second["pid"] == pid and second["state"] == "idle"         # loaded on first use
+        assert second["http"] == f"{base}/w/beta"
+        assert {item["name"]: item["loaded"] for item in second["workspaces"]["items"]} == \
+            {"alpha": True, "beta": False}
+
+        for name, own, other in (("alpha", "alpaca-shearing", "bee-smoking"),
+                                 ("beta", "bee-smoking", "alpaca-shearing")):
+            async with Client(_stdio(name)) as client:
+                result = await client.call_tool("get_context", {"query": "alpaca shearing bee smoking hive"})
+                ids = _context_ids(result.structured_content)
+                assert own in ids and other not in ids, (name, ids)
+                refused = await client.call_tool("get_skill", {"name": other})
+                assert refused.is_error
+        assert _status("beta")["state"] == "ready"
+
+        async with httpx2.AsyncClient(headers=BEARER) as http_client:
+            for path, own, other in (("/w/alpha/mcp", "alpaca-shearing", "bee-smoking"),
+                                     ("/w/beta/mcp", "bee-smoking", "alpaca-shearing"),
+                                     ("/mcp", "alpaca-shearing", "bee-smoking")):
+                async with streamable_http_client(base + path, http_client=http_client) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        result = await session.call_tool("get_context",
+                                                         {"query": "alpaca shearing bee smoking hive"})
+                        ids = _context_ids(result.structured_content)
+                        assert own in ids and other not in ids, (path, ids)
+        async with httpx2.AsyncClient() as anonymous:          # the token guards /w/<name>/ too
+            for path in ("/w/beta/mcp", "/w/beta/api/status"):
+                response = await anonymous.post(base + path, json={}) if path.endswith("mcp") \
+                    else await anonymous.get(base + path)
+                assert response.status_code == 401, path
+        async with httpx2.AsyncClient(headers=BEARER) as api:
+            memories = (await api.get(base + "/w/beta/api/memories")).json()
+            assert "bee-smoking" in json.dumps(memories) and "alpaca-shearing" not in json.dumps(memories)
+
+        human = ctxos("-w", "beta", "status").stdout
+        assert "alpha" in human and "beta" in human and "2 loaded" in human
+    finally:
+        stopped = ctxos("-w", "beta", "stop", check=False)
+        if stopped.returncode != 0:
+            _stop_all(pid)
+    assert ctxos("-w", "alpha", "status", check=False).returncode == 3
+    assert ctxos("-w", "beta", "status", check=False).returncode == 3
+
+
+def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -> None:
+    alpha = make_workspace({"_config.yaml": "daemon:\n  http_port: 0\n"})
+    beta = make_workspace({"04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive.",
+                                                                    type="skill")})
+    ctxos("-w", str(alpha), "start", "--no-tray")
+    pid = None
+    try:
+        pid = _status(str(alpha))["pid"]
+        joined = ctxos("-w", str(beta), "start")                    # registers beta, SIGHUP to the daemon
+        assert "serves 2 workspace(s)" in joined.stdout
+        status = _status(str(beta))
+        assert status["pid"] == pid and status["state"] == "ready" and status["memories"] == 1
+        names = [row["name"] for row in json.loads(ctxos("workspace", "list", "--json").stdout)["workspaces"]]
+        assert names == [alpha.name, beta.name]
+    finally:
+        _stop_all(pid)
