@@ -64,3 +64,12 @@ def test_bench_writes_small(tmp_path):
     data = run_bench("bench_writes.py", tmp_path / "writes.json")
     assert data["small"] is True and data["create_ms"]["n"] == 20
     assert data["refused_ms"]["n"] == 20 and data["update_ms"]["p50"] > 0
+
+
+def test_bench_history_small(tmp_path):
+    data = run_bench("bench_history.py", tmp_path / "history.json")
+    modes = data["modes"]
+    assert data["small"] is True and modes["off"]["save_ms"]["n"] == 10
+    assert modes["journal"]["mode"] == "journal" and modes["journal"]["versions"] == 10
+    if "git" in modes:
+        assert modes["git"]["mode"] == "git" and modes["git"]["versions"] == 10

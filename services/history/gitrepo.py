@@ -89,15 +89,15 @@ def run_git(cwd: Path, args: Sequence[str], *, author: str | None = None, email:
 
 
 def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
-                 email: str = EMAIL) -> str | None:
-    """Commit exactly ``paths`` (relative to ``root``) as they are on disk; return the commit id.
+                 email: str = EMAIL) -> bool:
+    """Commit exactly ``paths`` (relative to ``root``) as they are on disk; True when a commit was made.
 
     New files are announced to git with ``add --intent-to-add`` (nothing else is
     staged); paths git ignores, and gone paths git never knew, are skipped.
-    None when there was nothing to commit.
+    False when there was nothing to commit.
     """
     if not paths:
-        return None
+        return False
     listed = run_git(root, ["ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard", "--", *paths])
     tracked: set[str] = set()
     untracked: set[str] = set()
@@ -106,7 +106,7 @@ def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
             (untracked if entry[0] == "?" else tracked).add(entry[2:])
     wanted = [p for p in paths if p in tracked or p in untracked]
     if not wanted:
-        return None
+        return False
     new = [p for p in wanted if p in untracked and p not in tracked]
     if new:
         run_git(root, ["add", "--intent-to-add", "--", *new])
@@ -116,9 +116,9 @@ def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
     if result.returncode != 0:
         text = (result.stdout + result.stderr).lower()
         if "nothing to commit" in text or "no changes added" in text or "nothing added" in text:
-            return None
+            return False
         raise GitError(f"git commit failed: {(result.stderr or result.stdout).strip()}")
-    return run_git(root, ["rev-parse", "HEAD"]).stdout.strip()
+    return True
 
 
 def has_uncommitted_change(root: Path, rel_path: str) -> bool:

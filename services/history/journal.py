@@ -78,17 +78,17 @@ def append(root: Path, memory_id: str, *, who: str, tool: str, path: str, versio
            checksum: str, text: str, keep: int = DEFAULT_KEEP) -> JournalEntry | None:
     """Record one version (call under the history lock); None when it equals the newest kept one."""
     keep = max(1, int(keep))
-    entries = read_entries(root, memory_id)
-    if entries and entries[-1].checksum == checksum and entries[-1].path == path:
+    target = journal_file(root, memory_id)
+    count, last = _tail(target)
+    if last is not None and last.get("checksum") == checksum and last.get("path") == path:
         return None
-    entry = JournalEntry(entries[-1].n + 1 if entries else 1,
+    entry = JournalEntry(int(last.get("n", 0)) + 1 if last is not None else 1,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"), who, tool, path, memory_id,
                          version, checksum, text)
-    target = journal_file(root, memory_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(entry.to_dict(), ensure_ascii=False) + "\n"
-    if len(entries) + 1 > keep + max(1, keep // 2):
-        kept = [*entries, entry][-keep:]
+    if count + 1 > keep + max(1, keep // 2):
+        kept = [*read_entries(root, memory_id), entry][-keep:]
         atomic_write_text(target, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in kept))
     else:
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -97,6 +97,23 @@ def append(root: Path, memory_id: str, *, who: str, tool: str, path: str, versio
         finally:
             os.close(fd)
     return entry
+
+
+def _tail(target: Path) -> tuple[int, dict[str, Any] | None]:
+    """(lines in the journal file, its last entry): only the last line is parsed on the write path."""
+    try:
+        raw = target.read_bytes()
+    except OSError:
+        return 0, None
+    lines = raw.rstrip(b"\n").split(b"\n") if raw.strip() else []
+    for line in reversed(lines):
+        try:
+            data = json.loads(line)
+            if isinstance(data, dict):
+                return len(lines), data
+        except ValueError:
+            continue
+    return len(lines), None
 
 
 def trimmed(entries: list[JournalEntry], keep: int) -> list[JournalEntry]:

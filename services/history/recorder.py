@@ -91,7 +91,8 @@ class HistoryRecorder:
 
     def mode(self) -> str:
         """``git``, ``journal`` or ``off`` for this workspace now."""
-        wanted = str(self.setting("mode", "auto") or "auto").lower()
+        raw = self.setting("mode", "auto")
+        wanted = "off" if raw is False else str(raw or "auto").lower()   # YAML reads a bare `off` as false
         if wanted not in MODES:
             wanted = "auto"
         if wanted in ("off", "journal"):

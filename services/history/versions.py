@@ -98,12 +98,12 @@ def list_versions(recorder: HistoryRecorder, memory_id: str, rel_path: str | Non
 def _line_changes(before: list[str] | None, after: list[str]) -> tuple[int | None, int | None]:
     if before is None:
         return None, None
-    added = removed = 0
-    for line in difflib.ndiff(before, after):
-        if line.startswith("+ "):
-            added += 1
-        elif line.startswith("- "):
-            removed += 1
+    added = removed = 0        # line opcodes only (ndiff's character-level pass is quadratic on long lines)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            removed += i2 - i1
+        if tag in ("replace", "insert"):
+            added += j2 - j1
     return added, removed
 
 
