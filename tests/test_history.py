@@ -85,7 +85,7 @@ async def test_each_write_is_a_commit_by_the_daemon_for_the_client(make_workspac
     (root / "03-projects/zephyr.md").write_text((root / "03-projects/zephyr.md").read_text() + "Draft: v2 soon.\n")
     (root / "notes.txt").write_text("staged by me\n")
     git(root, "add", "notes.txt")
-    daemon_factory(root)
+    daemon = daemon_factory(root)
 
     async with Client(_stdio(root), client_info=Implementation(name="claude-code", version="2.1")) as client:
         saved = await client.call_tool("save_memory", {
@@ -116,6 +116,8 @@ async def test_each_write_is_a_commit_by_the_daemon_for_the_client(make_workspac
     assert "Draft: v2 soon." not in git(root, "show", "HEAD:03-projects/zephyr.md")
     with pytest.raises(subprocess.CalledProcessError):
         git(root, "cat-file", "-e", "HEAD:notes.txt")
+    history_status = daemon.status()["history"]
+    assert history_status["mode"] == "git" and history_status["commits"] >= 3 and history_status["failures"] == 0
 
     # History and revert through the CLI (the daemon runs): apollo's v1 back as v3.
     hist = json.loads(ctxos(root, "history", "apollo", "--json").stdout)
@@ -217,3 +219,20 @@ def test_revert_refuses_protected_and_newer_person_edits(make_workspace, daemon_
     refused = ctxos(root, "revert", "apollo", "--to", "1", check=False)
     assert refused.returncode == 1 and "protected" in refused.stderr
     assert path.read_bytes() == before
+
+
+@needs_git
+@pytest.mark.anyio
+async def test_http_mcp_writes_name_the_client_too(make_workspace, daemon_factory):  # noqa: F811
+    """The daemon's own MCP endpoint (Streamable HTTP) attributes writes like the stdio bridge does."""
+    root = git_workspace(make_workspace)
+    daemon = daemon_factory(root, http=True)
+    assert daemon.http_url, daemon.output()[-2000:]
+    async with Client(daemon.http_url + "/mcp", client_info=Implementation(name="cursor", version="1")) as client:
+        saved = await client.call_tool("save_memory", {
+            "type": "decision", "l0": "Releases are cut on Thursdays by the on-call engineer",
+            "content": "Thursday releases."})
+        assert not saved.is_error, saved.content
+    memory_id = saved.structured_content["id"]
+    assert f"ctxos (cursor via MCP)|save_memory: {memory_id} (v1)" in \
+        git(root, "log", "--format=%an|%s").splitlines()

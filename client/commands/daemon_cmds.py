@@ -243,6 +243,11 @@ def format_status(status: dict[str, Any]) -> str:
                      + ("  (see `ctxos doctor`)" if status.get("invalid_files") else ""))
     lines.append(f"  pending events  {status.get('pending_events', 0)}")
     lines.append(f"  index lag       {status.get('index_lag_ms', 0):.0f} ms")
+    history = status.get("history") or {}
+    if history.get("mode"):           # docs/history.md
+        failed = f", {history['failures']} failed (last: {history.get('last_error')})" if history.get("failures") else ""
+        lines.append(f"  history         {history['mode']}: {history.get('commits', 0)} commit(s), "
+                     f"{history.get('journal_entries', 0)} journal entries since start{failed}")
     watcher = status.get("watcher") or {}
     last = watcher.get("last_batch")
     if last:
