@@ -25,7 +25,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from . import runtime_paths
 from .components import COMPONENTS, register_rpc_methods
@@ -165,7 +165,8 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
     return exit_code
 
 
-async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None) -> None:
+async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
+                         before_ready: Callable[[], Awaitable[None]] | None = None) -> None:
     """Initial load + reconcile on the write thread.
 
     A failure stops a single-workspace daemon (``stop`` given: systemd restarts it);
@@ -183,6 +184,11 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None) -> None
         return
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
+    if before_ready is not None:   # the per-user daemon: federated workspaces join first
+        try:
+            await before_ready()
+        except Exception:  # noqa: BLE001 - the workspace itself loaded: serve it regardless
+            log.exception("preparing the loaded workspace failed")
     ctx.mark_ready()
     # Not announced to change listeners: components that care await ctx.wait_ready() instead
     # (the scheduler refreshes communities and router files then; announcing it too would do it twice).

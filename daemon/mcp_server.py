@@ -92,6 +92,8 @@ class SelectedMemoryOut(BaseModel):
     tokens: int
     score: float = Field(description="composite relevance score, 0..1")
     reason: str = ""
+    workspace: str | None = Field(None, description="the federated workspace it comes from; "
+                                                    "absent: this workspace")
 
 
 class ContextOut(BaseModel):
@@ -257,12 +259,17 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                                      "the checksum of the memory you read (memory:// gives it); optional: "
                                      "the server remembers what it served, so expected_version alone "
                                      "already refuses a save over a person's edit")] = None,
+        workspace: Annotated[str | None, Field(description=
+                             "another registered workspace to write to (e.g. a federated 'global' one); "
+                             "default: this one")] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, SaveOut]:
-        result = await _call(backend, "save_memory", {
-            "type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
-            "importance": importance, "l1": l1, "expected_version": expected_version,
-            "expected_checksum": expected_checksum, "_client": client_label(ctx)})
+        params = {"type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
+                  "importance": importance, "l1": l1, "expected_version": expected_version,
+                  "expected_checksum": expected_checksum, "_client": client_label(ctx)}
+        if workspace:
+            params["workspace"] = workspace
+        result = await _call(backend, "save_memory", params)
         out = SaveOut(id=result["id"], path=result["path"], version=int(result["version"]),
                       created=bool(result["created"]),
                       warnings=[SaveWarningOut(**w) for w in result.get("warnings") or []])

@@ -103,7 +103,15 @@ class RpcRegistry:
         return entry, clean, _attributed(entry, client)
 
     async def call(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
-        """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock."""
+        """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock.
+
+        A ``workspace`` parameter names the workspace to run it on (see :func:`route_workspace`).
+        """
+        if method not in self._methods:
+            self._lookup(method, params)                  # method-not-found first
+        target, params = route_workspace(ctx, normalise_params(params))
+        if target is not ctx:
+            return await target.rpc.call(target, method, params)
         entry, clean, handler = self._lookup(method, params)
         if entry.wait_ready:
             await ctx.wait_ready()
@@ -112,6 +120,8 @@ class RpcRegistry:
 
     def call_sync(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
         """Run ``method`` in the calling thread (in-process backend); writes still take the write lock."""
+        if method in self._methods:
+            _same, params = route_workspace(ctx, normalise_params(params), allow_other=False)
         entry, clean, handler = self._lookup(method, params)
         if entry.write:
             return ctx.write_sync(handler, ctx, clean)
@@ -133,6 +143,34 @@ def _attributed(entry: RpcMethod, client: Any) -> Handler:
         with scope(actor):
             return entry.handler(ctx, params)
     return run
+
+
+def route_workspace(ctx: "DaemonContext", params: dict[str, Any], *,
+                    allow_other: bool = True) -> tuple["DaemonContext", dict[str, Any]]:
+    """The context a call runs on, and its params without ``workspace``.
+
+    Any method takes ``workspace`` (a registered name): the per-user daemon runs
+    it on that workspace's context, so a new method needs nothing to work per
+    workspace, and ``save_memory`` can write to a federated workspace. Without
+    it (or naming the context's own workspace) the call stays where it arrived.
+    A name this daemon does not serve is an error, never a silent fallback.
+    """
+    if "workspace" not in params:
+        return ctx, params
+    rest = {k: v for k, v in params.items() if k != "workspace"}
+    name = params["workspace"]
+    if name is None or name == "" or name == getattr(ctx, "name", None):
+        return ctx, rest
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "parameter 'workspace' must be a string (a registered workspace name)")
+    holder = getattr(ctx, "workspaces", None) if allow_other else None
+    target = holder.get(name) if holder is not None else None
+    if target is None:
+        served = sorted(c.name for c in holder.contexts() if c.name) if holder is not None else []
+        raise RpcError(INVALID_PARAMS, f"no workspace named {name!r} is served here"
+                       + (f" (served: {', '.join(served)})" if served else
+                          " (only the per-user daemon, `ctxos start`, serves several workspaces)"))
+    return target, rest
 
 
 def normalise_params(params: Any) -> dict[str, Any]:

@@ -37,6 +37,7 @@ ACTIVE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("scheduler", "ctxos.daemon.scheduler:SchedulerComponent"),
 )
 STOP_TIMEOUT_S = 10.0
+FEDERATE_WAIT_S = 60.0
 
 
 def _build(target: str) -> Any:
@@ -185,9 +186,51 @@ class WorkspaceSet:
             ctx.load_error = f"the file watcher could not start: {ctx.components.get('watcher')}"
             ctx.mark_ready()
             return
-        await load_workspace(ctx, None)
+        await load_workspace(ctx, None, before_ready=lambda: self.federate(served))
+        ctx.add_change_listener(lambda _summary: self.federate(served, wait=False))
         for name, target in ACTIVE_COMPONENTS[1:]:
             await self._start_component(served, name, target)
+
+    async def federate(self, served: ServedWorkspace, *, wait: bool = True) -> None:
+        """Give the workspace's engine the engines of the workspaces its config federates.
+
+        Each is loaded if idle. With ``wait`` (the first load), answering waits for
+        them (up to FEDERATE_WAIT_S), except for one that federates this workspace
+        back, which is loading at the same moment and would wait for us in turn.
+        A name that is not served is a problem in ``status``/``doctor``.
+        """
+        from ctxos.services.federation import federate_names
+
+        ctx = served.ctx
+        if ctx is None:
+            return
+        engines: list[tuple[str, Any]] = []
+        problems: list[str] = []
+        waits: list[DaemonContext] = []
+        for name in federate_names(ctx.config):
+            other = self.get(name)
+            if name == served.name:
+                continue
+            if other is None:
+                problem = self.served[name].error if name in self.served else "it is not registered"
+                problems.append(f"federate: workspace {name!r} is not served ({problem})")
+                continue
+            engines.append((name, other.engine))
+            if not other.ready:
+                other.activate()
+                if served.name not in federate_names(other.config):
+                    waits.append(other)
+        ctx.engine.federated = engines
+        ctx.status_extra["federated"] = [name for name, _ in engines]
+        ctx.status_extra["federate_problems"] = problems
+        for problem in problems:
+            log.warning("workspace %s: %s", served.name, problem)
+        if wait and waits:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(other.wait_ready() for other in waits)), FEDERATE_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - answer without them; they join once loaded
+                log.warning("workspace %s: federated workspaces not ready yet (%s)", served.name,
+                            type(exc).__name__)
 
     async def _start_component(self, served: ServedWorkspace, name: str, target: str) -> Any:
         ctx = served.ctx

@@ -131,6 +131,10 @@ def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
     for section in _SECTIONS:
         if section in loaded and not isinstance(loaded[section], dict):
             problems.append((section, "must be a mapping of settings"))
+    from .federation import CONFIG_KEY, check_federate
+    federate_problem = check_federate(loaded.get(CONFIG_KEY))
+    if federate_problem:
+        problems.append((CONFIG_KEY, f"{federate_problem}, not {loaded.get(CONFIG_KEY)!r}"))
     for dotted, (check, message) in _CHECKS.items():
         section, key = dotted.split(".", 1)
         node = loaded.get(section)

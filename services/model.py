@@ -130,15 +130,19 @@ class SelectedMemory:
     signals: dict[str, float]          # raw signal values, each 0..1
     shares: dict[str, float]           # weight * signal, summing to score
     reason: str = ""                   # e.g. "always_load", "rule", "scored"
+    workspace: str | None = None       # a federated workspace's name; None: the asking workspace
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id, "type": self.type, "path": self.path, "tier": self.tier,
             "tokens": self.tokens, "score": round(self.score, 6),
             "signals": {k: round(v, 6) for k, v in self.signals.items()},
             "shares": {k: round(v, 6) for k, v in self.shares.items()},
             "reason": self.reason,
         }
+        if self.workspace:
+            data["workspace"] = self.workspace
+        return data
 
 
 @dataclass

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from .federation import join_federated
 from .index import analyze
 from .intent import ExpandedQuery, detect_intent, expand_query
 from .model import ContextResult, Memory, SelectedMemory
@@ -154,7 +155,9 @@ def score_query(engine: Any, query: str, intent: str | None = None, *, now: date
     row = weights if weights is not None else (config.get(f"weights.{intent}") or config.get("weights.default"))
     weight_row = normalise_weights(row)
     expanded = expand_query(query, config.get("synonyms", {}) or {})
-    candidates = list(gather_candidates(engine, expanded).values())
+    pool = gather_candidates(engine, expanded)
+    join_federated(engine, pool, lambda other: gather_candidates(other, expanded))
+    candidates = list(pool.values())
     if candidates:
         terms = build_query_terms(expanded, analyze, engine.index.idf)
         graph = engine.graph(stale_ok=True)
@@ -180,7 +183,8 @@ def _tiers(memory: Memory, full: bool) -> list[str]:
 def _selected(cand: Candidate, tier: str, tokens: int) -> SelectedMemory:
     m = cand.memory
     return SelectedMemory(id=m.id, type=m.type, path=m.rel_path, tier=tier, tokens=tokens, score=cand.score,
-                          signals=dict(cand.signals), shares=dict(cand.shares), reason=cand.reason)
+                          signals=dict(cand.signals), shares=dict(cand.shares), reason=cand.reason,
+                          workspace=cand.workspace)
 
 
 def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[list[SelectedMemory], list[str], int, str, int]:

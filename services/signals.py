@@ -49,6 +49,7 @@ class Candidate:
     signals: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
+    workspace: str | None = None                 # federated: the workspace it comes from (services/federation.py)
 
 
 @dataclass

@@ -158,3 +158,57 @@ def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -
         assert names == [alpha.name, beta.name]
     finally:
         _stop_all(pid)
+
+
+@pytest.mark.anyio
+async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_workspace) -> None:
+    global_ws = make_workspace({
+        "04-skills/commit-messages.md": memory_text(
+            "commit-messages", "Write commit messages in the imperative mood, with a short subject line.",
+            type="skill", l0="Commit messages: imperative mood, short subject"),
+        "08-rules/never-commit-secrets.md": memory_text(
+            "never-commit-secrets", "Never commit secrets, tokens or passwords to any repository.",
+            type="rule", l0="Never commit secrets"),
+    })
+    project = make_workspace({
+        "_config.yaml": "federate: [global]\n",
+        "03-projects/zebra-shop.md": memory_text("zebra-shop", "The zebra shop sells striped umbrellas.",
+                                                 type="project"),
+    })
+    ctxos("workspace", "add", str(global_ws), "--name", "global")
+    ctxos("workspace", "add", str(project), "--name", "project")
+    ctxos("-w", "project", "start", "--no-tray", "--no-http")
+    pid = None
+    try:
+        status = _status("project")
+        pid = status["pid"]
+        assert status["extra"]["federated"] == ["global"] and _status("global")["state"] == "ready"
+        async with Client(_stdio("project")) as client:
+            result = await client.call_tool("get_context", {"query": "how do I write commit messages"})
+            selected = {item["id"]: item for item in result.structured_content["selected"]}
+            assert selected["commit-messages"]["workspace"] == "global"
+            assert selected["never-commit-secrets"]["reason"] == "rule"           # federated rules come first
+            assert selected["never-commit-secrets"]["workspace"] == "global"
+            rendered = result.structured_content["rendered"]
+            assert rendered.index("Never commit secrets") < rendered.index("imperative mood")
+            # Writes go to the asking workspace, unless the call names another.
+            here = await client.call_tool("save_memory", {"type": "decision", "l0": "Zebra shop ships on Fridays",
+                                                          "content": "Orders ship every Friday."})
+            assert not here.is_error and (project / here.structured_content["path"]).is_file()
+            there = await client.call_tool("save_memory", {"type": "skill", "l0": "Review pull requests daily",
+                                                           "content": "Review open pull requests each morning.",
+                                                           "workspace": "global"})
+            assert not there.is_error, there.content
+            assert (global_ws / there.structured_content["path"]).is_file()
+            assert not (project / there.structured_content["path"]).exists()
+            wrong = await client.call_tool("save_memory", {"type": "skill", "l0": "x", "content": "y",
+                                                           "workspace": "nowhere"})
+            assert wrong.is_error and "no workspace named 'nowhere'" in wrong.content[0].text
+        simulated = json.loads(ctxos("-w", "project", "simulate", "commit messages", "--json").stdout)
+        assert {item["id"]: item.get("workspace") for item in simulated["selected"]}["commit-messages"] == "global"
+        assert "global:commit-messages" in ctxos("-w", "project", "simulate", "commit messages").stdout
+        # The global workspace itself does not see the project's memories.
+        alone = json.loads(ctxos("-w", "global", "simulate", "zebra shop umbrellas", "--json").stdout)
+        assert "zebra-shop" not in {item["id"] for item in alone["selected"]}
+    finally:
+        _stop_all(pid)

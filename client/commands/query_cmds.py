@@ -66,7 +66,9 @@ def format_simulation(data: dict[str, Any]) -> str:
     for item in data["selected"]:
         shares = item.get("shares", {})
         kind = f"{item['type']} (source)" if str(item.get("path", "")).startswith("sources/") else item["type"]
-        rows.append([item["id"], kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
+        # A federated memory shows its workspace: global:writing-style.
+        shown_id = f"{item['workspace']}:{item['id']}" if item.get("workspace") else item["id"]
+        rows.append([shown_id, kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
                     + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", "")])
     if rows:
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
