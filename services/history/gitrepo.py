@@ -15,6 +15,7 @@ pinentry popping up under an agent).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -89,15 +90,21 @@ def run_git(cwd: Path, args: Sequence[str], *, author: str | None = None, email:
 
 
 def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
-                 email: str = EMAIL) -> bool:
+                 email: str = EMAIL, known_tracked: frozenset[str] = frozenset()) -> bool:
     """Commit exactly ``paths`` (relative to ``root``) as they are on disk; True when a commit was made.
 
     New files are announced to git with ``add --intent-to-add`` (nothing else is
     staged); paths git ignores, and gone paths git never knew, are skipped.
-    False when there was nothing to commit.
+    ``known_tracked``: paths the caller committed before, so listing them can be
+    skipped (one process per write instead of two); if git disagrees, they are
+    listed after all. False when there was nothing to commit.
     """
     if not paths:
         return False
+    if all(p in known_tracked for p in paths):
+        result = _commit_only(root, list(paths), message, author, email)
+        if result.returncode == 0 or "did not match any file" not in result.stderr:
+            return _committed(result)
     listed = run_git(root, ["ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard", "--", *paths])
     tracked: set[str] = set()
     untracked: set[str] = set()
@@ -110,15 +117,26 @@ def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
     new = [p for p in wanted if p in untracked and p not in tracked]
     if new:
         run_git(root, ["add", "--intent-to-add", "--", *new])
-    result = run_git(root, ["commit", "--quiet", "--only", "--no-verify", "--allow-empty-message",
-                            "-F", "-", "--", *wanted], author=author, email=email, check=False,
-                     input_text=message)
-    if result.returncode != 0:
-        text = (result.stdout + result.stderr).lower()
-        if "nothing to commit" in text or "no changes added" in text or "nothing added" in text:
-            return False
-        raise GitError(f"git commit failed: {(result.stderr or result.stdout).strip()}")
-    return True
+    return _committed(_commit_only(root, wanted, message, author, email))
+
+
+def _commit_only(root: Path, paths: list[str], message: str, author: str, email: str) -> GitResult:
+    return run_git(root, ["commit", "--quiet", "--only", "--no-verify", "--allow-empty-message",
+                          "-F", "-", "--", *paths], author=author, email=email, check=False, input_text=message)
+
+
+def _committed(result: GitResult) -> bool:
+    if result.returncode == 0:
+        return True
+    text = (result.stdout + result.stderr).lower()
+    if "nothing to commit" in text or "no changes added" in text or "nothing added" in text:
+        return False
+    raise GitError(f"git commit failed: {(result.stderr or result.stdout).strip()}")
+
+
+def blob_id(data: bytes) -> str:
+    """git's object id for ``data`` as a blob (no process): what a commit of these bytes stores."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def has_uncommitted_change(root: Path, rel_path: str) -> bool:

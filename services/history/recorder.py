@@ -81,6 +81,9 @@ class HistoryRecorder:
         self.failures = 0
         self.last_error: str | None = None
         self._thread_lock = threading.RLock()
+        # path -> git blob id of the bytes this recorder last committed there: a file still holding
+        # them needs no `git status` before the next write, and no `ls-files` at commit (bounded).
+        self._committed: dict[str, str] = {}
 
     # --- settings ----------------------------------------------------------------------
     def setting(self, key: str, default: Any) -> Any:
@@ -154,7 +157,7 @@ class HistoryRecorder:
         try:
             with self.locked():
                 if mode == "git":
-                    self._commit_person_edit(rel)
+                    self._commit_person_edit(rel, data)
                 elif mode == "journal" and rel.endswith(".md"):
                     self._journal(rel, data, Actor(PERSON_EDIT_WHO, PERSON_EDIT_TOOL))
         except (OSError, gitrepo.GitError) as exc:
@@ -194,25 +197,42 @@ class HistoryRecorder:
     # --- git -------------------------------------------------------------------------------
     def _commit(self, rels: list[str], actor: Actor) -> None:
         described = []
+        contents: dict[str, bytes | None] = {}
         for rel in rels:
             try:
-                mid, version = frontmatter_fields((self.root / rel).read_bytes()[:8192].decode("utf-8", "replace"))
+                contents[rel] = (self.root / rel).read_bytes()
+                mid, version = frontmatter_fields(contents[rel][:8192].decode("utf-8", "replace"))
             except OSError:
-                mid, version = None, None
+                contents[rel], mid, version = None, None, None
             described.append((rel, mid, version))
-        commit = gitrepo.commit_paths(self.root, rels, commit_message(actor, described), actor.author_name)
-        if commit:
+        known = frozenset(rel for rel in rels if rel in self._committed)
+        if gitrepo.commit_paths(self.root, rels, commit_message(actor, described), actor.author_name,
+                                known_tracked=known):
             self.commits += 1
+        self._remember(contents)
 
-    def _commit_person_edit(self, rel: str) -> None:
+    def _remember(self, contents: dict[str, bytes | None]) -> None:
+        if len(self._committed) > 20_000:
+            self._committed.clear()
+        for rel, data in contents.items():
+            if data is None:
+                self._committed.pop(rel, None)
+            else:
+                self._committed[rel] = gitrepo.blob_id(data)
+
+    def _commit_person_edit(self, rel: str, data: bytes) -> None:
         """Commit the on-disk version of ``rel`` when it differs from HEAD, under the person's identity."""
+        if self._committed.get(rel) == gitrepo.blob_id(data):
+            return                       # still the bytes this recorder committed: already history
         if not gitrepo.has_uncommitted_change(self.root, rel):
+            self._remember({rel: data})
             return
         who = gitrepo.person_identity(self.root)
         message = (f"{PERSON_EDIT_TOOL}: {rel}\n\nThe version of {rel} found on disk before ctxos changed it "
                    f"(kept so it can be restored).\n\nPath: {rel}\nTool: {PERSON_EDIT_TOOL}\n")
         if gitrepo.commit_paths(self.root, [rel], message, who[0], email=who[1]):
             self.commits += 1
+        self._remember({rel: data})
 
     # --- journal -------------------------------------------------------------------------
     def _journal(self, rel: str, data: bytes, actor: Actor) -> None:
