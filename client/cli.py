@@ -25,6 +25,7 @@ COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.governance_cmds",
     "ctxos.client.commands.inbox_cmds",
     "ctxos.client.commands.history_cmds",
+    "ctxos.client.commands.import_cmds",
 ]
 
 

@@ -49,6 +49,7 @@ RPC_METHOD_MODULES: list[str] = [
     "ctxos.daemon.rpc_agent_governance",
     "ctxos.daemon.rpc_inbox",
     "ctxos.daemon.rpc_history",
+    "ctxos.daemon.rpc_import",
 ]
 
 
