@@ -20,12 +20,14 @@ rebuilt from a snapshot when the store's generation moves on.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import logging
 import os
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -38,6 +40,7 @@ from .model import ContextResult, InvalidFile, Memory
 from .query import execute_context_query as _execute_context_query
 from .query import score_query
 from .render import catalog_line, memory_block
+from .semantic import EmbeddingScorer, ModelError, PrototypeClassifier, VectorIndex, load_model
 from .signals import KeywordOverlapScorer, SemanticScorer
 from .skill_lookup import SkillMatch, find_skill
 from .store import MemoryStore
@@ -86,6 +89,17 @@ class ChangeSummary:
         }
 
 
+def _changed_at(memory: Memory) -> float:
+    """When a memory last changed: its ``modified`` field, else the file's mtime (seconds)."""
+    when = memory.modified
+    if when is not None:
+        try:
+            return when.timestamp() if when.tzinfo else when.replace(tzinfo=timezone.utc).timestamp()
+        except (OverflowError, ValueError, OSError):
+            pass
+    return float(memory.mtime or 0.0)
+
+
 class Engine:
     """The facade that holds all state for one workspace (see docs/ARCHITECTURE.md)."""
 
@@ -99,6 +113,9 @@ class Engine:
         self.access_log: AccessLog | None = None  # type: ignore[assignment]
         self.counter: TokenCounter = default_counter()
         self.semantic: SemanticScorer = KeywordOverlapScorer()
+        self.vectors: VectorIndex | None = None     # embeddings (semantic.model), None for 'lexical'
+        self._semantic_setting: str | None = None
+        self._semantic_problem: str | None = None
         self.problems: list[str] = []
         self._generation = 0
         self._derived_lock = threading.Lock()
@@ -107,6 +124,9 @@ class Engine:
         # daemon calls refresh_graph() after each change batch (see graph()).
         self.allow_stale_graph = False
         self._pinned: tuple[int, list[str]] | None = None
+        self._important: tuple[int, list[str]] | None = None
+        self._recent: tuple[int, list[str]] | None = None
+        self._classifier: PrototypeClassifier | None = None
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[tuple[str, str, str], int] = {}
@@ -148,6 +168,9 @@ class Engine:
         else:
             summary = self._sync_index(summary)
         summary.invalid = self.store.invalid_files()
+        self._configure_semantic()
+        if self.vectors is not None:
+            self.vectors.sync(list(self.store.memories.values()))
         if self.access_log is None:
             self.access_log = AccessLog(self.state_dir, float(self.config.get("access_log.frequency_window_days", 30)))
         self.access_log.open()
@@ -175,7 +198,38 @@ class Engine:
         self.counter = counter
         if self.access_log is not None:
             self.access_log.window_days = float(self.config.get("access_log.frequency_window_days", 30))
+        if self.state_dir is not None and self._configure_semantic() and self.vectors is not None and self._loaded:
+            self.vectors.sync(list(self.store.memories.values()))
+        if self._semantic_problem:
+            self.problems.append(self._semantic_problem)
         self._bump()
+
+    def _configure_semantic(self) -> bool:
+        """Load the ``semantic.model`` named in the config (once per setting); True when it changed.
+
+        The caller syncs the embeddings (``vectors.sync``) with the store.
+
+        A model that cannot be loaded is reported in ``problems`` and the
+        keyword-overlap signal is used instead (the engine keeps serving).
+        """
+        setting = str(self.config.get("semantic.model", "wordllama") or "wordllama").strip()
+        if setting == self._semantic_setting:
+            return False
+        self._semantic_setting = setting
+        self._semantic_problem = None
+        try:
+            model = load_model(setting)
+        except ModelError as exc:
+            model = None
+            self._semantic_problem = f"{exc}; using keyword overlap"
+            log.warning("%s", self._semantic_problem)
+        if model is None:
+            self.vectors = None
+            self.semantic = KeywordOverlapScorer()
+            return True
+        self.vectors = VectorIndex(model, self.state_dir)
+        self.semantic = EmbeddingScorer(self.vectors)
+        return True
 
     def close(self) -> None:
         if self.history is not None:
@@ -317,6 +371,8 @@ class Engine:
             self._bump()
         updated = sorted(mid for mid in changed_ids if mid in self.store.memories)
         removed = sorted(mid for mid in changed_ids if mid not in self.store.memories)
+        if self.vectors is not None and (updated or removed):
+            self.vectors.update([self.store.memories[mid] for mid in updated], removed)
         invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
         return ChangeSummary(updated=updated, removed=removed, invalid=invalid, unchanged=unchanged,
                              paths=sorted(touched))
@@ -400,6 +456,8 @@ class Engine:
             summary.updated = sorted({*summary.updated, *(m.id for m in drift)})
             summary.paths = sorted({*summary.paths, *(m.rel_path for m in drift), *stale})
             self._bump()
+        if self.vectors is not None:
+            self.vectors.sync(list(self.store.memories.values()))
         return summary
 
     def rebuild_index(self) -> ChangeSummary:
@@ -407,6 +465,8 @@ class Engine:
         self._require_loaded()
         self.store.replace_all(scan_workspace(self.root, self.config))
         self.index.rebuild(self.store.memories.values())
+        if self.vectors is not None:
+            self.vectors.sync(list(self.store.memories.values()))
         self._bump()
         return ChangeSummary(updated=sorted(self.store.memories), invalid=self.store.invalid_files(),
                              paths=sorted(m.rel_path for m in self.store.memories.values()))
@@ -466,6 +526,48 @@ class Engine:
         ids = sorted(m.id for m in list(self.store.memories.values()) if m.type == "rule" or m.always_load)
         self._pinned = (generation, ids)
         return ids
+
+    def important_ids(self, limit: int) -> list[str]:
+        """The ``limit`` most important memories (then most recent), candidates for every query.
+
+        Seed §4.2: high-importance memories are loaded even when less directly
+        relevant; the composite still decides whether they earn a place.
+        """
+        if limit <= 0:
+            return []
+        cached = self._important
+        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
+            generation = self._generation
+            memories = [m for m in list(self.store.memories.values())
+                        if m.type != "rule" and not m.always_load and m.importance > 0]
+            best = heapq.nsmallest(max(limit, 32), memories,
+                                   key=lambda m: (-m.importance, -(m.mtime or 0.0), m.id))
+            cached = (generation, [m.id for m in best])
+            self._important = cached
+        return cached[1][:limit]
+
+    def recent_ids(self, limit: int) -> list[str]:
+        """The ``limit`` most recently changed memories (for the catalog), cached per generation."""
+        if limit <= 0:
+            return []
+        cached = self._recent
+        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
+            generation = self._generation
+            memories = [m for m in list(self.store.memories.values()) if m.type != "rule" and not m.always_load]
+            newest = heapq.nsmallest(max(limit, 64), memories, key=lambda m: (-_changed_at(m), m.id))
+            cached = (generation, [m.id for m in newest])
+            self._recent = cached
+        return cached[1][:limit]
+
+    def intent_classifier(self):
+        """Nearest-prototype intent classifier on the current embeddings (None without a model)."""
+        if self.vectors is None:
+            return None
+        classifier = self._classifier
+        if classifier is None or classifier.model is not self.vectors.model:
+            classifier = PrototypeClassifier(self.vectors.model)
+            self._classifier = classifier
+        return classifier
 
     def set_community_of(self, mapping: Mapping[str, int] | None) -> None:
         """Give the scorer a community map (the communities module / daemon calls this)."""
@@ -629,6 +731,7 @@ class Engine:
             "state_dir": str(self.state_dir) if self.state_dir else None,
             "token_counter": getattr(self.counter, "name", type(self.counter).__name__),
             "semantic_scorer": getattr(self.semantic, "name", type(self.semantic).__name__),
+            "embeddings": len(self.vectors) if self.vectors is not None else None,
             "config_problems": list(self.problems),
             "queries_logged": self.access_log.query_count() if self.access_log is not None else 0,
         }

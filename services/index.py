@@ -363,6 +363,14 @@ class MemoryIndex:
                     continue
                 for docnum, score in zip(ids, scores):
                     totals[docnum] = get(docnum, 0.0) + score * weight
+            if len(totals) < limit and len(keys) < len(queries):
+                # The selective words found fewer than ``limit`` memories: rank by every word
+                # instead, so pruning never cuts recall at depth (issue 13).
+                totals = {}
+                get = totals.get
+                for _, weight, (ids, scores) in postings:
+                    for docnum, score in zip(ids, scores):
+                        totals[docnum] = get(docnum, 0.0) + score * weight
             best = heapq.nsmallest(limit, totals.items(), key=lambda item: (-item[1], item[0]))
             docs = [(docnum, *cache.doc(searcher, docnum)) for docnum, _ in best]
         else:
@@ -404,7 +412,9 @@ class MemoryIndex:
         near-zero IDF, so it barely changes the ranking, yet summing its postings
         is most of the cost of a query (e.g. "http" in 87% of 10,000 tldr pages).
         Such words are left out of the top-K ranking only; they still count
-        for matched terms and for the scores of every candidate.
+        for matched terms and for the scores of every candidate, and when the
+        selective words find fewer than ``limit`` memories the ranking uses
+        every word (so pruning never costs recall at depth).
         """
         total = max(1, searcher.doc_count())
         limit = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
+
+from whoosh.lang.porter import stem
 
 INTENTS: tuple[str, ...] = ("default", "debug", "brainstorm", "recall")
 SYNONYM_WEIGHT = 0.6          # weight of an expansion word relative to the person's words
@@ -29,6 +31,35 @@ shall should can could may might must i me my mine we us our you your he him his
 it its they them their this that these those there here what which who whom whose when
 where why how any some all also just so than too very not no yes ever
 """.split())
+# Question shapes that say what a person wants even without a trigger word (searched in the
+# lowercased words of the query joined by single spaces; ``intent_patterns:`` in the config overrides).
+DEFAULT_PATTERNS: dict[str, list[str]] = {
+    "debug": [
+        r"\bwhy (is|does|do|did|are|was|won't|can't|doesn't|isn't)\b.*\b(not|fail\w*|crash\w*|break\w*|broke|"
+        r"slow|hang\w*|stuck|wrong|empty|missing|error\w*|timeout|time out|refus\w*|reject\w*|leak\w*)\b",
+        r"\b(doesn't|does not|won't|will not|can't|cannot|isn't|is not|stopped|stops) (work|working|start|load|"
+        r"connect|compile|run|build|sync)\w*\b",
+        r"\bhow (do|can|should) (i|we) (fix|debug|resolve|solve|repair)\b",
+        r"\bwhat('s| is) wrong\b", r"\b(goes|went|is|are) wrong\b", r"\b(keeps|kept) (failing|crashing|breaking)\b",
+        r"\b\w+(error|exception)\b", r"\b[45]\d\d\b", r"\b(stopped|stops) \w+ing\b",
+    ],
+    "brainstorm": [
+        r"\bwhat (should|could|might) (we|i) (build|do|try|make|add|work on|focus on|explore)\b",
+        r"\bhow (could|might|can) (we|i) (improve|make|grow|reduce|increase|better|rethink|redesign)\b",
+        r"\bwhat are (some|other|the) (ways|options|ideas|alternatives|approaches)\b",
+        r"\b(any|some|more|new|fresh) (ideas|suggestions|directions|angles|options)\b",
+        r"\bwhat if\b", r"\bnext (step|steps|feature|features|project|quarter|milestone)\b",
+        r"\b(pros and cons|trade-?offs?)\b",
+    ],
+    "recall": [
+        r"^(when|where|who) (did|was|were|is|has|had|do|does)\b",
+        r"\bwhat (was|were|did) (the|we|i|he|she|they|you|our|\w+) ?.*\b(decid\w*|decision|agree\w*|chose|choose|"
+        r"say|said|pick\w*|conclu\w*|settle\w*|plan\w*)\b",
+        r"\bwhat was the (decision|outcome|result|conclusion|reason|plan)\b",
+        r"\b(last time|remind me|do you remember|did we (ever|already)|have we (ever|already))\b",
+        r"\bhow (long ago|many times)\b", r"\bwhat (did|has|had) \w+ (do|make|buy|paint|read|say|write|go)\b",
+    ],
+}
 _WORD_RE = re.compile(r"[\w][\w'+#.-]*[\w+#]|[\w]", re.UNICODE)
 
 
@@ -37,33 +68,108 @@ def query_words(text: str) -> list[str]:
     return [w.lower() for w in _WORD_RE.findall(text)]
 
 
-def _trigger_hits(query_lower: str, words: set[str], triggers: list[str]) -> int:
-    hits = 0
+@dataclass
+class IntentDetection:
+    """The intent chosen for a query and why, in words a person can check ("matched 'crash' → debug")."""
+
+    intent: str
+    reason: str
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+class IntentClassifier(Protocol):
+    """Nearest-prototype classifier on embeddings (``semantic.intent_prototypes``)."""
+
+    def classify(self, query: str) -> tuple[str, float, str] | None:
+        """(intent, similarity, nearest prototype) or None when no prototype is close enough."""
+        ...
+
+
+PATTERN_WEIGHT = 2.0          # a question pattern counts as two trigger words
+_PATTERN_CACHE: dict[str, re.Pattern[str] | None] = {}
+
+
+def _stems(words: list[str]) -> list[str]:
+    return [stem(w) for w in words]
+
+
+def _pattern(text: str) -> re.Pattern[str] | None:
+    compiled = _PATTERN_CACHE.get(text, False)
+    if compiled is False:
+        try:
+            compiled = re.compile(text, re.IGNORECASE)
+        except re.error:
+            compiled = None               # a broken pattern in the config is skipped, never fatal
+        if len(_PATTERN_CACHE) > 1000:
+            _PATTERN_CACHE.clear()
+        _PATTERN_CACHE[text] = compiled
+    return compiled  # type: ignore[return-value]
+
+
+def _trigger_hits(stemmed: list[str], triggers: list[Any]) -> list[str]:
+    """Triggers found in the query, compared stem to stem ("crashing" matches "crash")."""
+    found: dict[str, str] = {}                   # stemmed trigger -> as written (a stem counts once)
+    joined = " " + " ".join(stemmed) + " "
     for trigger in triggers:
-        trigger = str(trigger).lower().strip()
-        if not trigger:
+        words = query_words(str(trigger))
+        if not words:
             continue
-        if " " in trigger:
-            if re.search(r"\b" + re.escape(trigger) + r"\b", query_lower):
-                hits += 1
-        elif trigger in words:
-            hits += 1
-    return hits
+        key = " ".join(_stems(words))
+        if key not in found and " " + key + " " in joined:
+            found[key] = " ".join(words)
+    return list(found.values())
+
+
+def detect_intent_detail(query: str, triggers: Mapping[str, Any], classifier: IntentClassifier | None = None,
+                         patterns: Mapping[str, Any] | None = None) -> IntentDetection:
+    """Question patterns, then stemmed trigger words, then the nearest prototype; else ``default``.
+
+    Each intent scores ``PATTERN_WEIGHT`` per matching question pattern plus
+    one per trigger found; the highest wins (ties: debug, recall, brainstorm).
+    With nothing matched, the classifier (when embeddings are available) may
+    name an intent whose prototypes are close enough to the query.
+    """
+    words = query_words(query)
+    stemmed = _stems(words)
+    lowered = " ".join(words)
+    patterns = DEFAULT_PATTERNS if patterns is None else patterns
+    scores: dict[str, float] = {}
+    evidence: dict[str, list[str]] = {}
+    names = list(_TIE_ORDER) + [k for k in list(triggers) + list(patterns) if k not in _TIE_ORDER]
+    for intent in dict.fromkeys(names):
+        hits: list[str] = []
+        value = 0.0
+        values = triggers.get(intent)
+        if isinstance(values, list):
+            found = _trigger_hits(stemmed, values)
+            value += len(found)
+            hits.extend(found)
+        for text in patterns.get(intent) or []:
+            compiled = _pattern(str(text))
+            match = compiled.search(lowered) if compiled is not None else None
+            if match:
+                value += PATTERN_WEIGHT
+                hits.append(match.group(0).strip())
+        hits = list(dict.fromkeys(hits))
+        if value > 0:
+            scores[intent] = value
+            evidence[intent] = hits
+    if scores:
+        best = max(scores, key=lambda k: (scores[k], -names.index(k)))
+        shown = ", ".join(f"'{h}'" for h in evidence[best][:3])
+        return IntentDetection(best, f"matched {shown} → {best}", scores)
+    if classifier is not None:
+        guess = classifier.classify(query)
+        if guess is not None:
+            intent, similarity, prototype = guess
+            return IntentDetection(intent, f"nearest example '{prototype}' ({similarity:.2f}) → {intent}",
+                                   {intent: similarity})
+    return IntentDetection("default", "no trigger, pattern or close example → default", {})
 
 
 def detect_intent(query: str, triggers: Mapping[str, Any]) -> str:
-    """The intent whose triggers occur most often in ``query``; ``default`` when none do."""
-    query_lower = " ".join(query_words(query))
-    words = set(query_lower.split())
-    best, best_hits = "default", 0
-    for intent in _TIE_ORDER + tuple(k for k in triggers if k not in _TIE_ORDER):
-        values = triggers.get(intent)
-        if not isinstance(values, list):
-            continue
-        hits = _trigger_hits(query_lower, words, values)
-        if hits > best_hits:
-            best, best_hits = intent, hits
-    return best
+    """The intent of ``query`` from patterns and triggers alone (see ``detect_intent_detail``)."""
+    return detect_intent_detail(query, triggers).intent
 
 
 @dataclass

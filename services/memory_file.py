@@ -203,9 +203,18 @@ def _auto_split(body: str) -> tuple[str, str]:
             rest = "\n\n".join(blocks[index + 1:])
             l1 = "\n\n".join(head).strip()
             if len(l1) > AUTO_L1_MAX_CHARS:
-                return _cut_at_sentence(l1, AUTO_L1_MAX_CHARS), text
+                return _cut_long_opening(text, AUTO_L1_MAX_CHARS)
             return l1, rest.strip()
     return "\n\n".join(head).strip(), ""
+
+
+def _cut_long_opening(text: str, limit: int) -> tuple[str, str]:
+    """(L1, L2) for a body whose opening paragraph is too long: L1 is its start cut at a
+    sentence end (marked " …"), L2 continues exactly where L1 stopped, so rendering
+    L1 then L2 shows every sentence once (issue 13: the cut used to repeat inside L2)."""
+    l1 = _cut_at_sentence(text, limit)
+    shown = l1[: -len(" …")] if l1.endswith(" …") else l1
+    return l1, text[len(shown):].strip()
 
 
 def _cut_at_sentence(text: str, limit: int) -> str:

@@ -131,6 +131,7 @@ class SelectedMemory:
     shares: dict[str, float]           # weight * signal, summing to score
     reason: str = ""                   # e.g. "always_load", "rule", "scored"
     workspace: str | None = None       # a federated workspace's name; None: the asking workspace
+    sources: list[str] = field(default_factory=list)   # how it became a candidate: bm25, vector, graph, ...
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -139,6 +140,7 @@ class SelectedMemory:
             "signals": {k: round(v, 6) for k, v in self.signals.items()},
             "shares": {k: round(v, 6) for k, v in self.shares.items()},
             "reason": self.reason,
+            "sources": list(self.sources),
         }
         if self.workspace:
             data["workspace"] = self.workspace
@@ -160,6 +162,8 @@ class ContextResult:
     rendered: str
     weights: dict[str, float] = field(default_factory=dict)
     elapsed_ms: float = 0.0
+    intent_reason: str = ""           # why this intent ("matched 'crash' → debug")
+    semantic_model: str = ""          # what computed the semantic signal (model name or keyword-overlap)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,6 +176,8 @@ class ContextResult:
             "catalog_ids": list(self.catalog_ids),
             "catalog_omitted": self.catalog_omitted,
             "weights": dict(self.weights),
+            "intent_reason": self.intent_reason,
+            "semantic_model": self.semantic_model,
             "rendered": self.rendered,
             "elapsed_ms": round(self.elapsed_ms, 3),
         }

@@ -3,26 +3,30 @@
 Every consumer (CLI ``simulate``, MCP ``get_context``, REST, the web view)
 calls this, so what a person simulates is what an agent gets.
 
-Candidates: the top ``query.candidate_k`` BM25 hits for the expanded query,
-plus every rule and ``always_load`` memory, plus up to
-``query.neighbour_limit`` link-graph neighbours of the best hits. Extra
-candidates are scored by the index with the same query restricted to their
-paths. Nothing else is scored, so a query costs the same at 500 or 50,000
-memories apart from the BM25 search itself.
+Candidates (each remembers its sources): the top-K BM25 hits (``bm25``) and
+the K nearest embeddings (``vector``), K adapting to the budget and the query
+(``candidate_depth``); every rule and ``always_load`` memory (``pinned``); the
+most important memories (``importance``); then, after a first scoring pass,
+link-graph neighbours of the best composite-scored memories (``graph``).
+Nothing else is scored, so a query costs about the same at 500 or 50,000
+memories apart from the BM25 search and one matrix-vector product.
 
-Tiers: rules and always_load memories go first at the largest tier that
-fits. Then scored memories, best first: the best ``query.l2_top_n`` get L2
-(everything) when it fits, else L1; the rest L1 when it fits; anything that
-does not fit or scores under ``query.min_score`` becomes a catalog line. A
-share of the budget (``query.catalog_budget_share``) is kept for the catalog so
-the agent always learns what else exists.
+Tiers (``plan_tiers``; the rule in docs/engine.md): rules and always_load
+memories first at the largest tier that fits; then every relevant memory at
+L1, the leftover upgrading the best ones to L2, then other matching memories
+at L1; the L0 catalog last lists the best remaining memories of the
+workspace (relevant, important, recent). A share of the budget
+(``query.catalog_budget_share``) is kept for the catalog so the agent always
+learns what else exists.
 
 The engine argument is anything with the attributes ``Engine`` has (config,
 store, index, access_log, counter, semantic) and the methods
 ``graph(stale_ok=True)``, ``community_of(stale_ok=True)`` (the query path
 accepts the last built graph when the engine allows it; see
-``Engine.graph``), ``pinned_ids()``, ``heading_tokens(memory)``,
-``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``.
+``Engine.graph``), ``pinned_ids()``, ``important_ids(n)``, ``recent_ids(n)``,
+``heading_tokens(memory)``,
+``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``; optionally
+``vectors`` (a ``VectorIndex``) and ``intent_classifier()``.
 """
 from __future__ import annotations
 
@@ -33,14 +37,21 @@ from typing import Any, Mapping
 
 from .federation import join_federated
 from .index import analyze
-from .intent import ExpandedQuery, detect_intent, expand_query
+from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER
 from .render import (SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES, Packer, catalog_line, finalize,
                      memory_block, more_line)
+from .semantic.scorer import query_text
 from .signals import Candidate, build_query_terms, normalise_weights, score_candidates
 
-NEIGHBOUR_SEEDS = 5            # best hits whose graph neighbours become candidates
+NEIGHBOUR_SEEDS = 5            # best first-pass candidates whose graph neighbours become candidates
+GRAPH_SEEDS = 3                # best first-pass candidates the graph signal and community bonus refer to
+DEPTH_TOKENS_PER_CANDIDATE = 20   # candidate depth grows by one per this many budget tokens ...
+DEPTH_PER_EXTRA_WORD = 10         # ... and by this many per query word beyond three
+IMPORTANT_LEVEL = 0.8          # importance at which a memory is loaded even when less directly relevant
+NEAR_HALF = 0.5                # rescaled embedding similarity of the nearer half of the candidates
+RELEVANT_SHARE = 0.5           # "relevant" for the tier plan: composite at least this share of the best one
 PRIORITY_MORE = 0.0            # trimming order in the final check: lowest dropped first
 PRIORITY_CATALOG = 1.0
 PRIORITY_MEMORY = 10.0
@@ -60,6 +71,8 @@ class ScoredQuery:
     expanded: ExpandedQuery
     weights: dict[str, float]
     candidates: list[Candidate] = field(default_factory=list)
+    detection: IntentDetection | None = None
+    semantic_name: str = ""
 
     def ranked_ids(self, include_pinned: bool = True) -> list[str]:
         return [c.memory.id for c in self.candidates
@@ -71,15 +84,21 @@ def known_intents(config: Any) -> list[str]:
     return sorted(k for k, v in weights.items() if isinstance(v, dict))
 
 
-def resolve_intent(config: Any, query: str, intent: str | None) -> str:
+def resolve_intent_detail(engine: Any, query: str, intent: str | None) -> IntentDetection:
+    """The caller's intent (validated) or the detected one, with the reason a person can read."""
+    config = engine.config
     intents = known_intents(config)
     if intent:
         intent = intent.strip().lower()
         if intent not in intents:
             raise QueryError(f"unknown intent {intent!r}; expected one of: {', '.join(intents)}")
-        return intent
-    detected = detect_intent(query, config.get("intent_triggers", {}) or {})
-    return detected if detected in intents else "default"
+        return IntentDetection(intent, "given by the caller")
+    classifier = getattr(engine, "intent_classifier", None)
+    detected = detect_intent_detail(query, config.get("intent_triggers", {}) or {},
+                                    classifier() if callable(classifier) else None)
+    if detected.intent not in intents:
+        return IntentDetection("default", f"{detected.reason}; no weight row for {detected.intent!r}")
+    return detected
 
 
 def _int_setting(config: Any, key: str, default: int) -> int:
@@ -96,82 +115,173 @@ def _float_setting(config: Any, key: str, default: float) -> float:
         return default
 
 
-def gather_candidates(engine: Any, expanded: ExpandedQuery) -> dict[str, Candidate]:
-    """BM25 top-K + rules/always_load + neighbours of the best hits (see module doc)."""
+def candidate_depth(config: Any, expanded: ExpandedQuery, budget: int | None) -> int:
+    """How many BM25 and nearest-embedding hits become candidates (each list).
+
+    At least ``query.candidate_k``; more for a larger budget (one candidate per
+    ``DEPTH_TOKENS_PER_CANDIDATE`` tokens: a budget that can show more memories
+    should be able to choose among more) and for longer queries (their hits
+    spread over more memories); at most ``query.candidate_k_max``.
+    """
+    base = max(1, _int_setting(config, "query.candidate_k", 60))
+    ceiling = max(base, _int_setting(config, "query.candidate_k_max", 200))
+    by_budget = (budget or 0) // DEPTH_TOKENS_PER_CANDIDATE
+    by_words = base + DEPTH_PER_EXTRA_WORD * max(0, len(expanded.words) - 3)
+    return max(base, min(ceiling, max(by_budget, by_words)))
+
+
+def _add(candidates: dict[str, Candidate], memory: Memory | None, source: str) -> Candidate | None:
+    if memory is None:
+        return None
+    cand = candidates.get(memory.id)
+    if cand is None:
+        cand = candidates[memory.id] = Candidate(memory)
+    cand.sources.add(source)
+    return cand
+
+
+def _score_bm25(engine: Any, expanded: ExpandedQuery, cands: list[Candidate]) -> None:
+    """BM25 and matched terms for candidates that did not come from the BM25 search."""
+    if not cands:
+        return
+    by_path = {c.memory.rel_path: c for c in cands}
+    for hit in engine.index.search(expanded.terms, len(by_path), restrict_paths=list(by_path)):
+        cand = by_path.get(hit.path)
+        if cand is not None and cand.memory.id == hit.id:
+            cand.bm25_raw, cand.matched = hit.score, hit.matched
+
+
+def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
+                      query_vector: Any = None) -> dict[str, Candidate]:
+    """BM25 top-K ∪ nearest-embedding top-K ∪ pinned ∪ most important (see module doc).
+
+    Graph neighbours are added later, from the best composite-scored
+    candidates (``add_neighbours``).
+    """
     config = engine.config
     store = engine.store
-    k = max(1, _int_setting(config, "query.candidate_k", 60))
-    neighbour_limit = max(0, _int_setting(config, "query.neighbour_limit", 40))
     candidates: dict[str, Candidate] = {}
-    for hit in engine.index.search(expanded.terms, k):
+    for hit in engine.index.search(expanded.terms, depth):
         memory = store.get(hit.id)
         if memory is None or memory.rel_path != hit.path:
             continue            # index entry from a file the store no longer serves under that id
-        candidates[hit.id] = Candidate(memory, hit.score, hit.matched)
-    extras: dict[str, Candidate] = {}
+        cand = _add(candidates, memory, "bm25")
+        cand.bm25_raw, cand.matched = hit.score, hit.matched
+    others: list[Candidate] = []
+    vectors = getattr(engine, "vectors", None)
+    if vectors is not None and query_vector is not None:
+        for mid, _ in vectors.nearest(query_vector, depth):
+            cand = _add(candidates, store.get(mid), "vector")
+            if cand is not None and "bm25" not in cand.sources:
+                others.append(cand)
     for mid in engine.pinned_ids():
         memory = store.get(mid)
-        if memory is None:
+        cand = _add(candidates, memory, "pinned")
+        if cand is None:
             continue
-        reason = "rule" if memory.type == "rule" else "always_load"
-        if mid in candidates:
-            candidates[mid].reason = reason
-        else:
-            extras[mid] = Candidate(memory, reason=reason)
-    if neighbour_limit:
-        graph = engine.graph(stale_ok=True)
-        seeds = list(candidates)[:NEIGHBOUR_SEEDS]
-        pool: set[str] = set()
-        for seed in seeds:
-            pool |= graph.neighbours(seed)
-        pool -= set(candidates) | set(extras)
-        ranked = sorted(pool, key=lambda i: (-graph.authority.get(i, 0.0), i))
-        for mid in ranked[:neighbour_limit]:
-            memory = store.get(mid)
-            if memory is not None:
-                extras[mid] = Candidate(memory, reason="neighbour")
-    if extras:
-        paths = {c.memory.rel_path: mid for mid, c in extras.items()}
-        for hit in engine.index.search(expanded.terms, len(paths), restrict_paths=list(paths)):
-            cand = extras.get(hit.id)
-            if cand is not None and cand.memory.rel_path == hit.path:
-                cand.bm25_raw, cand.matched = hit.score, hit.matched
-        candidates.update(extras)
-    for cand in candidates.values():
-        if cand.matched:
-            cand.heading = cand.matched & engine.heading_tokens(cand.memory)
+        cand.reason = "rule" if memory.type == "rule" else "always_load"
+        if "bm25" not in cand.sources and cand not in others:
+            others.append(cand)
+    for mid in engine.important_ids(max(0, _int_setting(config, "query.importance_k", 10))):
+        cand = _add(candidates, store.get(mid), "importance")
+        if cand is not None and "bm25" not in cand.sources and cand not in others:
+            others.append(cand)
+    _score_bm25(engine, expanded, [c for c in others if not c.bm25_raw])
     return candidates
 
 
+def add_neighbours(engine: Any, expanded: ExpandedQuery, candidates: dict[str, Candidate],
+                   seeds: list[str]) -> None:
+    """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first."""
+    limit = max(0, _int_setting(engine.config, "query.neighbour_limit", 40))
+    if not limit:
+        return
+    graph = engine.graph(stale_ok=True)
+    pool: set[str] = set()
+    for seed in seeds:
+        pool |= graph.neighbours(seed)
+    for mid in seeds:
+        for other in graph.neighbours(mid):
+            if other in candidates:
+                candidates[other].sources.add("graph")
+    pool -= set(candidates)
+    ranked = sorted(pool, key=lambda i: (-graph.authority.get(i, 0.0), i))
+    added = []
+    for mid in ranked[:limit]:
+        cand = _add(candidates, engine.store.get(mid), "graph")
+        if cand is not None:
+            cand.reason = "neighbour"
+            added.append(cand)
+    _score_bm25(engine, expanded, added)
+
+
 def score_query(engine: Any, query: str, intent: str | None = None, *, now: datetime | None = None,
-                weights: Mapping[str, float] | None = None) -> ScoredQuery:
+                weights: Mapping[str, float] | None = None, budget: int | None = None) -> ScoredQuery:
     """Understand the query and score its candidates (no budget, no rendering, no logging).
 
-    ``weights`` overrides the intent's weight row (benchmarks use it to rank by
-    BM25 alone through the same path).
+    Two passes (seed §4.6): the first scores every candidate without graph
+    proximity; the best composite-scored ones then seed the graph neighbours
+    (new candidates) and the graph signal (one hop from a seed, + the
+    community bonus for sharing a seed's community), and the second pass
+    scores everything with them. ``weights`` overrides the intent's weight
+    row (benchmarks rank by BM25 alone through the same path); ``budget``
+    sets the candidate depth (``candidate_depth``).
     """
     config = engine.config
-    intent = resolve_intent(config, query, intent)
+    detection = resolve_intent_detail(engine, query, intent)
+    intent = detection.intent
     row = weights if weights is not None else (config.get(f"weights.{intent}") or config.get("weights.default"))
     weight_row = normalise_weights(row)
     expanded = expand_query(query, config.get("synonyms", {}) or {})
-    pool = gather_candidates(engine, expanded)
-    join_federated(engine, pool, lambda other: gather_candidates(other, expanded))
-    candidates = list(pool.values())
-    if candidates:
+    if budget is None:
+        budget = _int_setting(config, "query.default_budget", 4000)
+    depth = candidate_depth(config, expanded, budget)
+    semantic = engine.semantic
+    pool = gather_candidates(engine, expanded, depth, _query_vector(engine, expanded))
+    join_federated(engine, pool, lambda other: gather_candidates(other, expanded, depth,
+                                                                 _query_vector(other, expanded)))
+    if pool:
         terms = build_query_terms(expanded, analyze, engine.index.idf)
         graph = engine.graph(stale_ok=True)
-        frequency = engine.access_log.frequency_scores(c.memory.id for c in candidates)
-        score_candidates(
-            candidates, terms=terms, weights=weight_row, semantic=engine.semantic,
-            authority=graph.authority, neighbours=graph.neighbours, frequency=frequency,
+        options = dict(
+            terms=terms, weights=weight_row, semantic=semantic,
+            authority=graph.authority, neighbours=graph.neighbours,
             half_lives=config.get("recency.half_life_days", {}) or {},
             now=now or datetime.now(timezone.utc).replace(tzinfo=None),
             community_of=engine.community_of(stale_ok=True),
             community_bonus=_float_setting(config, "graph.community_bonus", 0.08),
         )
-    candidates.sort(key=lambda c: (-c.score, -c.bm25_raw, c.memory.id))
-    return ScoredQuery(query, intent, expanded, weight_row, candidates)
+        _headings(engine, pool.values())
+        first = list(pool.values())
+        frequency = engine.access_log.frequency_scores(c.memory.id for c in first)
+        score_candidates(first, frequency=frequency, graph_seeds=None, **options)
+        ranked = [c.memory.id for c in sorted(first, key=_rank_key) if "pinned" not in c.sources]
+        add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS])
+        _headings(engine, pool.values())
+        everything = list(pool.values())
+        frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
+        score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
+    candidates = sorted(pool.values(), key=_rank_key)
+    return ScoredQuery(query, intent, expanded, weight_row, candidates, detection=detection,
+                       semantic_name=getattr(semantic, "name", type(semantic).__name__))
+
+
+def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:
+    """The query's embedding for ``engine``'s model (None without one; federated engines may differ)."""
+    semantic = getattr(engine, "semantic", None)
+    if hasattr(semantic, "query_vector"):
+        return semantic.query_vector(query_text(expanded))
+    return None
+
+
+def _headings(engine: Any, cands: Any) -> None:
+    for cand in cands:
+        if cand.matched and not cand.heading:
+            cand.heading = cand.matched & engine.heading_tokens(cand.memory)
+
+
+def _rank_key(cand: Candidate) -> tuple[float, float, str]:
+    return (-cand.score, -cand.bm25_raw, cand.memory.id)
 
 
 def _tiers(memory: Memory, full: bool) -> list[str]:
@@ -184,7 +294,78 @@ def _selected(cand: Candidate, tier: str, tokens: int) -> SelectedMemory:
     m = cand.memory
     return SelectedMemory(id=m.id, type=m.type, path=m.rel_path, tier=tier, tokens=tokens, score=cand.score,
                           signals=dict(cand.signals), shares=dict(cand.shares), reason=cand.reason,
-                          workspace=cand.workspace)
+                          workspace=cand.workspace, sources=sorted(cand.sources))
+
+
+def plan_tiers(engine: Any, ranked: list[Candidate], room: int, l2_top_n: int, relevant_floor: float) -> dict[str, str]:
+    """Tier per memory id for the scored memories (the rule in docs/engine.md#tiers-and-the-budget).
+
+    1. every *relevant* memory (score at least ``relevant_floor``), best first,
+       gets L1 while it fits ``room``;
+    2. what is left upgrades the best ``l2_top_n`` of them to L2, best first,
+       when the extra text fits;
+    3. the other scored memories get L1 while it fits, when they match the
+       query at all (a BM25 hit or an embedding among the nearer half of the
+       candidates) or are important (``IMPORTANT_LEVEL``; seed §4.2); the rest
+       are left to the catalog.
+    So a long L2 never pushes a relevant memory down to L0: full text is paid
+    for only with tokens no relevant memory needs.
+    """
+    sep = 1                                              # the newline joining blocks
+    plan: dict[str, str] = {}
+    used = 0
+    relevant = [c for c in ranked if c.score >= relevant_floor]
+    for cand in relevant:
+        cost = engine.block_tokens(cand.memory, "L1") + sep
+        if used + cost <= room:
+            plan[cand.memory.id] = "L1"
+            used += cost
+    upgraded = 0
+    for cand in relevant:
+        if upgraded >= l2_top_n:
+            break
+        if plan.get(cand.memory.id) != "L1" or not cand.memory.l2.strip():
+            continue
+        extra = engine.block_tokens(cand.memory, "L2") - engine.block_tokens(cand.memory, "L1")
+        if used + extra <= room:
+            plan[cand.memory.id] = "L2"
+            used += extra
+            upgraded += 1
+    for cand in ranked:
+        if cand.memory.id in plan or not _matches(cand):
+            continue
+        cost = engine.block_tokens(cand.memory, "L1") + sep
+        if used + cost <= room:
+            plan[cand.memory.id] = "L1"
+            used += cost
+    return plan
+
+
+def _matches(cand: Candidate) -> bool:
+    return cand.bm25_raw > 0 or cand.cosine >= NEAR_HALF or cand.memory.importance >= IMPORTANT_LEVEL
+
+
+def catalog_pool(engine: Any, leftover: list[Candidate], shown: set[str], limit: int) -> list[Memory]:
+    """The L0 catalog: the best memories not otherwise shown, relevant first.
+
+    Order: unplaced candidates by score (relevant to this query), then the
+    workspace's most important memories, then its most recently changed
+    ones (seed: the catalog of what exists, last), each at most once.
+    """
+    out: list[Memory] = []
+    seen = set(shown)
+    store = engine.store
+    def push(memory: Memory | None) -> None:
+        if memory is not None and memory.id not in seen and len(out) < limit:
+            seen.add(memory.id)
+            out.append(memory)
+    for cand in leftover:
+        push(cand.memory)
+    for mid in engine.important_ids(limit):
+        push(store.get(mid))
+    for mid in engine.recent_ids(limit):
+        push(store.get(mid))
+    return out
 
 
 def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[list[SelectedMemory], list[str], int, str, int]:
@@ -198,7 +379,6 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
     share = min(0.9, max(0.0, _float_setting(config, "query.catalog_budget_share", 0.1)))
     reserve = int(budget * share) if max_catalog else 0
     chosen: dict[str, tuple[Candidate, str]] = {}      # part text id -> (candidate, tier)
-    pool: list[Candidate] = []
 
     pinned = [c for c in scored.candidates if c.reason in ("rule", "always_load")]
     pinned.sort(key=lambda c: (TYPE_ORDER.get(c.memory.type, 99), -c.score, c.memory.id))
@@ -211,36 +391,38 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
                 chosen[cand.memory.id] = (cand, tier)
                 break
 
-    rank = 0
-    for cand in scored.candidates:
-        if cand.reason in ("rule", "always_load"):
-            continue
-        if cand.score < min_score:
-            pool.append(cand)
-            continue
+    ranked = [c for c in scored.candidates if c.reason not in ("rule", "always_load") and c.score >= min_score]
+    heading = counter.count(SECTION_MEMORIES) + 1 + (1 if packer.parts else 0)
+    room = packer.remaining - reserve - heading
+    best = ranked[0].score if ranked else 0.0
+    floor = max(min_score, RELEVANT_SHARE * best)
+    plan = plan_tiers(engine, ranked, room, l2_top_n, floor) if room > 0 else {}
+    leftover: list[Candidate] = []
+    for cand in ranked:
+        tier = plan.get(cand.memory.id)
         placed = False
-        for tier in _tiers(cand.memory, rank < l2_top_n):
-            text = memory_block(cand.memory, tier)
-            part = packer.add(SECTION_MEMORIES, text, tokens=engine.block_tokens(cand.memory, tier),
-                              memory_id=cand.memory.id, priority=PRIORITY_MEMORY + cand.score, reserve=reserve)
+        for option in ([tier, "L1"] if tier == "L2" else [tier]) if tier else []:
+            part = packer.add(SECTION_MEMORIES, memory_block(cand.memory, option),
+                              tokens=engine.block_tokens(cand.memory, option), memory_id=cand.memory.id,
+                              priority=PRIORITY_MEMORY + cand.score, reserve=reserve)
             if part is not None:
-                chosen[cand.memory.id] = (cand, tier)
+                chosen[cand.memory.id] = (cand, option)
                 placed = True
                 break
-        rank += 1
         if not placed:
-            pool.append(cand)
+            leftover.append(cand)
+    leftover += [c for c in scored.candidates
+                 if c.reason not in ("rule", "always_load") and c.score < min_score]
 
-    listed: list[Candidate] = []
+    listed: list[Memory] = []
     total = len(engine.store)
     more_cost = counter.count(more_line(total)) + 1
-    for cand in pool[:max_catalog]:
-        part = packer.add(SECTION_CATALOG, catalog_line(cand.memory), tokens=engine.catalog_tokens(cand.memory),
-                          memory_id=cand.memory.id,
-                          priority=PRIORITY_CATALOG + cand.score, reserve=more_cost)
+    for rank, memory in enumerate(catalog_pool(engine, leftover, set(chosen), max_catalog)):
+        part = packer.add(SECTION_CATALOG, catalog_line(memory), tokens=engine.catalog_tokens(memory),
+                          memory_id=memory.id, priority=PRIORITY_CATALOG - rank * 1e-6, reserve=more_cost)
         if part is None:
             break
-        listed.append(cand)
+        listed.append(memory)
     more = total - len(chosen) - len(listed)
     if more > 0 and max_catalog:
         packer.add(SECTION_CATALOG, more_line(more), priority=PRIORITY_MORE)
@@ -252,12 +434,19 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
     for mid, (cand, tier) in chosen.items():
         if mid in kept_ids:
             selected.append(_selected(cand, tier, by_id[mid].tokens))
+    by_cand = {c.memory.id: c for c in scored.candidates}
     catalog_ids = []
-    for cand in listed:
-        if cand.memory.id in kept_ids:
-            selected.append(_selected(cand, "L0", by_id[cand.memory.id].tokens))
-            catalog_ids.append(cand.memory.id)
-            selected[-1].reason = "catalog"
+    for memory in listed:
+        if memory.id not in kept_ids:
+            continue
+        cand = by_cand.get(memory.id)
+        if cand is None:                       # from the workspace's important / recent memories
+            cand = Candidate(memory, sources={"importance" if memory.id in engine.important_ids(max_catalog)
+                                              else "recent"})
+        item = _selected(cand, "L0", by_id[memory.id].tokens)
+        item.reason = "catalog"
+        selected.append(item)
+        catalog_ids.append(memory.id)
     omitted = max(0, total - len(selected))
     return selected, catalog_ids, omitted, text, tokens
 
@@ -275,13 +464,15 @@ def execute_context_query(engine: Any, query: str, budget_tokens: int | None = N
         raise QueryError(f"budget must be a whole number of tokens, got {budget_tokens!r}") from exc
     if budget < 0:
         raise QueryError(f"budget must not be negative, got {budget}")
-    scored = score_query(engine, query, intent, now=now)
+    scored = score_query(engine, query, intent, now=now, budget=budget)
     selected, catalog_ids, omitted, text, tokens = select_and_render(engine, scored, budget)
     result = ContextResult(
         query=query, intent=scored.intent, expanded_query=scored.expanded.expanded_words,
         budget_tokens=budget, tokens_used=tokens, selected=selected, catalog_ids=catalog_ids,
         catalog_omitted=omitted, rendered=text, weights=dict(scored.weights),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        intent_reason=scored.detection.reason if scored.detection else "",
+        semantic_model=scored.semantic_name,
     )
     if record_access:
         engine.access_log.record(query, scored.intent, budget, tokens, [(s.id, s.tier) for s in selected])

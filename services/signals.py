@@ -9,9 +9,10 @@ semantic    how much of the query's meaning a memory covers. Today: keyword
             seam where an embedding model can replace it.
 bm25        Whoosh's BM25F score divided by the best score among the candidates.
 graph       0.5 * authority (PageRank over explicit links, 0..1) + 0.5 if the
-            memory is one hop from one of the top BM25 hits, + the community
-            bonus (``graph.community_bonus``, 0.08) when it shares a Leiden
-            community with a top hit; capped at 1.
+            memory is one hop from one of the best composite-scored memories
+            of a first pass, + the community bonus (``graph.community_bonus``,
+            0.08) when it shares a Leiden community with one of them; capped
+            at 1 (two passes, seed §4.6; see query.score_query).
 recency     0.5 ** (age_days / half_life[type]) from ``recency.half_life_days``.
 importance  the memory's own ``importance`` field.
 frequency   log-scaled L1/L2 loads in the access-log window, relative to the
@@ -31,7 +32,6 @@ from .model import SIGNALS, Memory
 
 GRAPH_AUTHORITY_SHARE = 0.5
 GRAPH_PROXIMITY_SHARE = 0.5
-GRAPH_SEEDS = 3                 # top BM25 hits whose neighbours and communities count
 COVERAGE_SHARE = 0.75           # semantic = 0.75 coverage + 0.25 phrase overlap (when phrases exist)
 DEFAULT_HALF_LIFE_DAYS = 90.0
 BODY_ONLY_CREDIT = 0.6          # a concept found only in the body counts 0.6, in the heading/tags 1.0
@@ -46,6 +46,8 @@ class Candidate:
     matched: frozenset[str] = frozenset()      # analysed query tokens found in it
     heading: frozenset[str] = frozenset()      # ... found in its l0 / title / id / tags
     reason: str = "scored"                       # scored | neighbour | rule | always_load
+    sources: set[str] = field(default_factory=set)   # bm25 | vector | graph | importance | pinned
+    cosine: float = 0.0                          # embedding similarity (0..1) when a model is in use
     signals: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -155,15 +157,17 @@ def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float
 
 def graph_signals(candidates: Sequence[Candidate], authority: Mapping[str, float],
                   neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None,
-                  community_bonus: float) -> dict[str, float]:
-    """Authority, proximity to the top BM25 hits, and the community bonus (see module doc)."""
-    ranked = sorted((c for c in candidates if c.bm25_raw > 0), key=lambda c: -c.bm25_raw)
-    seeds = [c.memory.id for c in ranked[:GRAPH_SEEDS]]
+                  community_bonus: float, seeds: Sequence[str] | None) -> dict[str, float]:
+    """Authority, proximity to ``seeds``, and the community bonus (see module doc).
+
+    ``seeds`` are the best composite-scored candidates of the first pass;
+    ``None`` (the first pass itself) counts authority only.
+    """
     near: set[str] = set()
-    for seed in seeds:
-        near |= neighbours(seed)
     seed_communities: set[int] = set()
-    if community_of:
+    for seed in seeds or ():
+        near |= neighbours(seed)
+    if community_of and seeds:
         seed_communities = {community_of[s] for s in seeds if s in community_of}
     out: dict[str, float] = {}
     for cand in candidates:
@@ -202,11 +206,16 @@ def score_candidates(candidates: Sequence[Candidate], *, terms: QueryTerms, weig
                      semantic: SemanticScorer, authority: Mapping[str, float],
                      neighbours: Callable[[str], set[str]], frequency: Mapping[str, float],
                      half_lives: Mapping[str, float], now: datetime,
-                     community_of: Mapping[str, int] | None = None, community_bonus: float = 0.08) -> None:
-    """Compute all six signals and the composite for every candidate, in place."""
+                     community_of: Mapping[str, int] | None = None, community_bonus: float = 0.08,
+                     graph_seeds: Sequence[str] | None = None) -> None:
+    """Compute all six signals and the composite for every candidate, in place.
+
+    ``graph_seeds``: the memories graph proximity and the community bonus
+    refer to (the best of a first pass); ``None`` scores authority only.
+    """
     best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
     sem = semantic.score(terms, candidates)
-    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus)
+    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds)
     for cand in candidates:
         mid = cand.memory.id
         cand.signals = {

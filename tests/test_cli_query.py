@@ -27,13 +27,18 @@ def test_init_then_simulate_table_json_and_show(tmp_path):
     run("init", str(ws))
     table = run("-w", str(ws), "simulate", "how do I write a good memory", "--budget", "800").stdout
     for expected in ("intent:", "expanded:", "id", "tier", "tokens", "score", "sem", "bm25", "graph", "rec",
-                     "imp", "freq", "writing-good-memories", "memory-hygiene"):
+                     "imp", "freq", "writing-good-memories", "memory-hygiene",
+                     "semantic: wordllama-l2-supercat-256", "from"):
         assert expected in table
+    assert "→" in table.splitlines()[1] or "given" in table.splitlines()[1]     # the intent's reason
     data = json.loads(run("-w", str(ws), "simulate", "how do I write a good memory", "--budget", "800",
                           "--json").stdout)
     assert data["tokens_used"] <= 800 and data["budget_tokens"] == 800
     assert data["intent"] in ("default", "debug", "brainstorm", "recall")
     assert data["selected"] and all("shares" in s for s in data["selected"])
+    assert data["semantic_model"] == "wordllama-l2-supercat-256" and data["intent_reason"]
+    assert all(s["sources"] for s in data["selected"] if s["reason"] != "catalog")
+    assert {"bm25", "vector"} & {src for s in data["selected"] for src in s["sources"]}
     assert data["rendered"].startswith("## Rules")
     shown = run("-w", str(ws), "simulate", "memory hygiene rules", "--budget", "500", "--show",
                 "--intent", "debug").stdout

@@ -105,6 +105,11 @@ def test_simulate_view_shows_memories_with_tiers(page: Any, url: str) -> None:
                                                              if s["id"] == "rust-error-handling"))
     assert top.locator(".stack i").count() >= 3                     # several signals contribute
     assert page.locator("#sim-intent-detected").inner_text() == expected["intent"]
+    # Explainability (issue 13): why this intent, which model, where each memory came from.
+    assert page.locator("#sim-intent-reason").inner_text() == expected["intent_reason"]
+    assert expected["semantic_model"] in page.locator("#sim-semantic-model").inner_text()
+    top_sources = next(s["sources"] for s in expected["selected"] if s["id"] == "rust-error-handling")
+    assert ", ".join(top_sources) in top.locator(".sim-sources").inner_text()
     # The rendered context, one click away.
     assert not page.is_visible("#sim-rendered")
     page.click("#sim-show-rendered")

@@ -54,14 +54,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def format_simulation(data: dict[str, Any]) -> str:
     lines = [
         f"query:    {data['query']}",
-        f"intent:   {data['intent']}",
+        f"intent:   {data['intent']}" + (f"  ({data['intent_reason']})" if data.get("intent_reason") else ""),
         f"expanded: {' '.join(data['expanded_query'])}",
+        f"semantic: {data.get('semantic_model') or '?'}",
         "weights:  " + "  ".join(f"{SIGNAL_ABBREV.get(k, k)} {v:.2f}" for k, v in data.get("weights", {}).items()),
         f"budget:   {data['tokens_used']:,} of {data['budget_tokens']:,} tokens used"
         f" (counter: {data.get('token_counter', '?')}), {data.get('elapsed_ms', 0):.1f} ms",
         "",
     ]
-    headers = ["id", "type", "tier", "tokens", "score"] + [SIGNAL_ABBREV[s] for s in SIGNALS] + ["why"]
+    headers = ["id", "type", "tier", "tokens", "score"] + [SIGNAL_ABBREV[s] for s in SIGNALS] + ["why", "from"]
     rows = []
     for item in data["selected"]:
         shares = item.get("shares", {})
@@ -69,7 +70,8 @@ def format_simulation(data: dict[str, Any]) -> str:
         # A federated memory shows its workspace: global:writing-style.
         shown_id = f"{item['workspace']}:{item['id']}" if item.get("workspace") else item["id"]
         rows.append([shown_id, kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
-                    + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", "")])
+                    + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", ""),
+                                                                        ",".join(item.get("sources", []))])
     if rows:
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
         numeric = set(range(3, 3 + 2 + len(SIGNALS)))
@@ -84,7 +86,8 @@ def format_simulation(data: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"{len(data['selected']) - len(data['catalog_ids'])} memories rendered, "
                  f"{len(data['catalog_ids'])} catalog lines, {data['catalog_omitted']:,} not shown "
-                 "(score columns are weight x signal; they sum to the score)")
+                 "(score columns are weight x signal; they sum to the score; from = candidate source: bm25, vector, "
+                 "graph, importance, pinned)")
     return "\n".join(lines)
 
 

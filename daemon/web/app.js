@@ -255,7 +255,9 @@ function renderSimulation(r) {
   $("#sim-result").hidden = false;
   const pct = r.budget_tokens ? Math.min(100, (100 * r.tokens_used) / r.budget_tokens) : 0;
   $("#sim-summary").replaceChildren(
-    el("span", { class: "pill" }, "intent ", el("b", { id: "sim-intent-detected", text: r.intent })),
+    el("span", { class: "pill", title: r.intent_reason || "" }, "intent ", el("b", { id: "sim-intent-detected", text: r.intent })),
+    el("span", { class: "muted", id: "sim-intent-reason", text: r.intent_reason || "" }),
+    el("span", { class: "pill", id: "sim-semantic-model" }, "semantic ", el("b", { text: r.semantic_model || "?" })),
     el("span", { class: "pill" }, el("b", { text: `${r.tokens_used}` }), ` / ${r.budget_tokens} tokens `,
       el("span", { class: "meter" }, el("i", { style: `width:${pct}%` }))),
     el("span", { class: "pill" }, el("b", { text: String(r.selected.length) }), " memories"),
@@ -274,7 +276,8 @@ function renderSimulation(r) {
       el("td", { class: "num", text: String(m.tokens) }),
       el("td", { class: "num", text: fmt(m.score) }),
       el("td", {}, stackBar(m.shares || {}, scale)),
-      el("td", { class: "muted", text: m.reason || "" })));
+      el("td", { class: "muted", text: m.reason || "" },
+        (m.sources || []).length ? el("span", { class: "sim-sources", text: ` · ${m.sources.join(", ")}` }) : "")));
   });
   if (!r.selected.length) tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No memory matched this query." })));
   const catalog = r.catalog_ids || [];

@@ -1,0 +1,190 @@
+"""Embedding models behind one small protocol, loaded from local files only.
+
+``SemanticModel.embed(texts)`` returns one unit-length float32 row per text
+(a zero row for a text with no known token). Models:
+
+- ``wordllama`` (default): the static token embeddings that ship *inside* the
+  ``wordllama`` wheel (32,000 x 256, float16). ``WordLlama.load()`` would look
+  for its tokenizer in the wrong folder and try to download it, and its
+  inference class copies the weights to float32 (+32 MB), so this loader
+  reads the packaged files itself: ``tokenizers.Tokenizer.from_file`` and the
+  safetensors tensor memory-mapped from the wheel (pages the queries touch
+  are shared with the page cache), mean-pooled in numpy.
+- ``fastembed:<folder>`` and ``sentence-transformers:<folder>``: a model the
+  user already has on disk. Loaded with the library's offline switches; a
+  missing library or folder is an error naming the setting, never a download.
+
+``load_model(setting)`` returns ``None`` for ``lexical`` (keyword overlap, no
+model).
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+WORDLLAMA = "wordllama"
+LEXICAL = "lexical"
+MAX_TOKENS = 512            # tokens pooled per text: a memory's opening carries its topic
+_WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+_WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
+_WORDLLAMA_TENSOR = "embedding.weight"
+
+
+class ModelError(ValueError):
+    """The configured model cannot be loaded; the message names the setting and why."""
+
+
+class SemanticModel(Protocol):
+    """Anything that turns texts into unit-length vectors of a fixed size."""
+
+    name: str           # stable: part of the cache key (a different name rebuilds the cache)
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32, copy=False)
+
+
+def _safetensors_memmap(path: Path, tensor: str) -> np.ndarray:
+    """One float16 tensor of a safetensors file as a read-only memory map (no copy)."""
+    with open(path, "rb") as handle:
+        header_len = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(header_len))
+    meta = header[tensor]
+    if meta.get("dtype") != "F16":
+        raise ModelError(f"{path}: tensor {tensor} is {meta.get('dtype')}, expected F16")
+    start, end = meta["data_offsets"]
+    rows, cols = meta["shape"]
+    if end - start != rows * cols * 2:
+        raise ModelError(f"{path}: tensor {tensor} has an unexpected size")
+    return np.memmap(path, dtype=np.float16, mode="r", offset=8 + header_len + start, shape=(rows, cols))
+
+
+class WordLlamaModel:
+    """WordLlama's packaged static embeddings, mean-pooled (see module doc)."""
+
+    name = "wordllama-l2-supercat-256"
+
+    def __init__(self, package_dir: Path | None = None) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:   # pragma: no cover - a dependency of the project
+            raise ModelError("semantic.model 'wordllama' needs the 'tokenizers' package") from exc
+        if package_dir is None:
+            try:
+                import importlib.util
+
+                spec = importlib.util.find_spec("wordllama")
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None or not spec.origin:
+                raise ModelError("semantic.model 'wordllama': the wordllama package is not installed")
+            package_dir = Path(spec.origin).parent
+        tokenizer_path = package_dir / _WORDLLAMA_TOKENIZER
+        weights_path = package_dir / _WORDLLAMA_WEIGHTS
+        for path in (tokenizer_path, weights_path):
+            if not path.is_file():
+                raise ModelError(f"semantic.model 'wordllama': {path} is missing from the installed package")
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.weights = _safetensors_memmap(weights_path, _WORDLLAMA_TENSOR)
+        self.dim = int(self.weights.shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        weights = self.weights
+        for row, encoding in enumerate(encodings):
+            ids = encoding.ids[:MAX_TOKENS]
+            if ids:
+                out[row] = weights[np.asarray(ids, dtype=np.int64)].astype(np.float32).mean(axis=0)
+        return _normalise(out)
+
+
+class SentenceTransformersModel:
+    """A sentence-transformers model from a local folder (offline: never downloads)."""
+
+    def __init__(self, folder: Path) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelError("semantic.model 'sentence-transformers:...' needs the sentence-transformers "
+                             "package (pip install sentence-transformers)") from exc
+        self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self.name = f"sentence-transformers:{folder.name}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows = np.asarray(self._model.encode(list(texts), batch_size=64, show_progress_bar=False),
+                          dtype=np.float32)
+        return _normalise(rows)
+
+
+class FastEmbedModel:
+    """A fastembed (ONNX) model from a local folder (offline: never downloads)."""
+
+    def __init__(self, folder: Path) -> None:
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:
+            raise ModelError("semantic.model 'fastembed:...' needs the fastembed package "
+                             "(pip install fastembed)") from exc
+        self._model = TextEmbedding(model_name=folder.name, specific_model_path=str(folder),
+                                    local_files_only=True)
+        probe = np.asarray(next(iter(self._model.embed(["probe"]))), dtype=np.float32)
+        self.dim = int(probe.shape[0])
+        self.name = f"fastembed:{folder.name}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _normalise(np.asarray(list(self._model.embed(list(texts))), dtype=np.float32))
+
+
+@lru_cache(maxsize=1)
+def _shared_wordllama() -> WordLlamaModel:
+    """One WordLlama per process: it is read-only, and every engine (tests open many) would load it again."""
+    return WordLlamaModel()
+
+
+_LOCAL = {"fastembed": FastEmbedModel, "sentence-transformers": SentenceTransformersModel}
+
+
+def load_model(setting: object) -> SemanticModel | None:
+    """The model named by ``semantic.model``; ``None`` for ``lexical``. Raises ``ModelError``."""
+    value = str(setting if setting is not None else WORDLLAMA).strip()
+    if value.lower() == LEXICAL:
+        return None
+    if value.lower() == WORDLLAMA:
+        return _shared_wordllama()
+    kind, sep, location = value.partition(":")
+    loader = _LOCAL.get(kind.strip().lower())
+    if not sep or loader is None:
+        raise ModelError(f"semantic.model {value!r} is not one of: wordllama, lexical, "
+                         "fastembed:<folder>, sentence-transformers:<folder>")
+    folder = Path(location.strip()).expanduser()
+    if not folder.is_dir():
+        raise ModelError(f"semantic.model {value!r}: folder {folder} does not exist "
+                         "(local models load from disk only; nothing is downloaded)")
+    try:
+        return loader(folder)
+    except ModelError:
+        raise
+    except Exception as exc:     # a broken local model folder: say so instead of crashing the engine
+        raise ModelError(f"semantic.model {value!r}: could not load the model from {folder}: {exc}") from exc

@@ -1,0 +1,75 @@
+"""``EmbeddingScorer``: the semantic signal from embeddings, fused with keyword overlap.
+
+semantic = EMBED_SHARE x similarity + (1 - EMBED_SHARE) x keyword overlap
+
+``similarity`` is the cosine of the query's and the memory's embeddings,
+min-max rescaled over the candidates (the best candidate 1, the lowest 0;
+the low end is at most ``COSINE_FLOOR``, so a handful of similar candidates
+is not spread over the whole range), because static embeddings put
+unrelated texts at cosines of 0.2-0.4 and only the spread among candidates
+separates them.
+Keyword overlap (``KeywordOverlapScorer``) stays in: exact names and
+numbers are what static embeddings blur. The shares were chosen on LoCoMo
+dev (docs/engine.md#tuning).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..intent import ExpandedQuery
+from ..signals import Candidate, KeywordOverlapScorer, QueryTerms
+from .vectors import VectorIndex
+
+EMBED_SHARE = 0.6
+COSINE_FLOOR = 0.2
+
+
+def query_text(expanded: ExpandedQuery) -> str:
+    """What is embedded for a query: the person's content words (question words carry no topic)."""
+    return " ".join(expanded.words)
+
+
+class EmbeddingScorer:
+    """Semantic signal from a ``VectorIndex`` (see module doc)."""
+
+    def __init__(self, vectors: VectorIndex, embed_share: float = EMBED_SHARE) -> None:
+        self.vectors = vectors
+        self.embed_share = embed_share
+        self.keywords = KeywordOverlapScorer()
+        self.name = vectors.name
+        self._last: tuple[str, np.ndarray] | None = None
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """The query's embedding (the last one is kept: candidates and scoring share it)."""
+        last = self._last
+        if last is not None and last[0] == text:
+            return last[1]
+        vector = self.vectors.embed_query(text)
+        self._last = (text, vector)
+        return vector
+
+    def similarities(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
+        """Rescaled cosine per candidate (0..1)."""
+        vector = self.query_vector(query_text(terms.expanded))
+        raw = self.vectors.similarities(vector, (c.memory.id for c in candidates))
+        if not raw:
+            return {}
+        top = max(raw.values())
+        low = min(min(raw.values()), COSINE_FLOOR)
+        span = top - low
+        if top <= 0 or span <= 1e-9:
+            return {mid: (1.0 if top > 0 else 0.0) for mid in raw}
+        return {mid: max(0.0, (value - low) / span) for mid, value in raw.items()}
+
+    def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
+        words = self.keywords.score(terms, candidates)
+        sims = self.similarities(terms, candidates)
+        share = self.embed_share
+        out: dict[str, float] = {}
+        for cand in candidates:
+            mid = cand.memory.id
+            cand.cosine = sims.get(mid, 0.0)
+            out[mid] = share * cand.cosine + (1.0 - share) * words.get(mid, 0.0)
+        return out

@@ -1,0 +1,212 @@
+"""``VectorIndex``: one embedding per memory, cached on disk, searched in memory.
+
+What is embedded (``embed_text``): the summary line, title, tags and L1 of a
+memory (the text an agent first sees of it), cut at ``MAX_TOKENS`` by the
+model. Measured on LoCoMo dev (docs/engine.md#what-gets-embedded): for
+dialog turns and observations the whole memory is that text anyway; for
+sessions, embedding the summary (L1) beat pooling the whole transcript
+(static embeddings pooled over thousands of tokens drift to the corpus mean).
+
+Cache: ``<state>/embeddings/<model>.npy`` (float16 rows) and
+``<model>.json`` (the content checksum of each row, the model name and
+dimension). Keyed by checksum, so a renamed file or one reverted to an
+earlier text is not embedded again; a different model name is a different
+file (switching models rebuilds, switching back reuses). The cache is
+written atomically after each batch that changed it; a damaged or
+mismatching cache is ignored and rebuilt.
+
+In memory: a float32 matrix (float16 matrix-vector products are ~10x
+slower in numpy), one row per memory id. Updates write rows in place or
+swap in a grown matrix, so a query running beside one writer reads either
+the old or the new state of a row, never a torn index.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..atomic import atomic_write_bytes
+from ..model import Memory
+from .models import SemanticModel
+
+log = logging.getLogger(__name__)
+
+CACHE_FOLDER = "embeddings"
+CACHE_VERSION = 1
+EMBED_BATCH = 512
+
+
+def embed_text(memory: Memory) -> str:
+    """The text embedded for a memory (see module doc)."""
+    parts = [memory.l0, memory.title, " ".join(memory.tags), memory.l1 or ""]
+    return "\n".join(p for p in parts if p)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+class VectorIndex:
+    """Embeddings of the store's memories for one model (see module doc)."""
+
+    def __init__(self, model: SemanticModel, state_dir: Path | None) -> None:
+        self.model = model
+        self.folder = Path(state_dir) / CACHE_FOLDER if state_dir is not None else None
+        # (matrix, ids, row_of): swapped as one tuple so readers never see a torn state
+        self._state: tuple[np.ndarray, list[str | None], dict[str, int]] = (
+            np.zeros((0, model.dim), dtype=np.float32), [], {})
+        self._checksum: dict[str, str] = {}          # memory id -> checksum of its row
+        self._by_checksum: dict[str, np.ndarray] = {}  # disk cache, consumed by sync
+        self.embedded = 0                             # rows computed (not from cache) since creation
+        self.cache_problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def __len__(self) -> int:
+        return len(self._state[2])
+
+    # --- disk cache ---------------------------------------------------------------
+    def _paths(self) -> tuple[Path, Path] | None:
+        if self.folder is None:
+            return None
+        slug = _slug(self.model.name)
+        return self.folder / f"{slug}.npy", self.folder / f"{slug}.json"
+
+    def _read_cache(self) -> dict[str, np.ndarray]:
+        paths = self._paths()
+        if paths is None or not paths[0].exists() or not paths[1].exists():
+            return {}
+        try:
+            meta = json.loads(paths[1].read_text(encoding="utf-8"))
+            rows = np.load(paths[0], allow_pickle=False)
+            checksums = meta["checksums"]
+            if (meta.get("version") != CACHE_VERSION or meta.get("model") != self.model.name
+                    or rows.dtype != np.float16 or rows.shape != (len(checksums), self.model.dim)):
+                raise ValueError("cache does not match the model")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.cache_problem = f"embedding cache ignored and rebuilt: {exc}"
+            log.warning("%s (%s)", self.cache_problem, paths[0])
+            return {}
+        return {c: rows[i] for i, c in enumerate(checksums)}
+
+    def save(self) -> None:
+        """Write the cache (float16 rows + checksums) atomically."""
+        paths = self._paths()
+        if paths is None:
+            return
+        matrix, ids, row_of = self._state
+        live = [(mid, row) for mid, row in row_of.items() if mid in self._checksum]
+        rows = matrix[[r for _, r in live]].astype(np.float16) if live else np.zeros((0, self.model.dim), np.float16)
+        buffer = io.BytesIO()
+        np.save(buffer, rows, allow_pickle=False)
+        meta = {"version": CACHE_VERSION, "model": self.model.name, "dim": self.model.dim,
+                "checksums": [self._checksum[mid] for mid, _ in live]}
+        try:
+            atomic_write_bytes(paths[0], buffer.getvalue())
+            atomic_write_bytes(paths[1], json.dumps(meta).encode("utf-8"))
+        except OSError as exc:     # a cache that cannot be written only costs time at the next start
+            log.warning("could not write the embedding cache %s: %s", paths[0], exc)
+
+    # --- keeping rows in step with the store ------------------------------------
+    def sync(self, memories: Iterable[Memory]) -> int:
+        """Make the rows match exactly ``memories`` (load); returns how many were embedded."""
+        memories = list(memories)
+        cached = self._read_cache() if not self._state[2] else {}
+        keep = {m.id for m in memories}
+        gone = [mid for mid in self._state[2] if mid not in keep]
+        return self._apply(memories, gone, cached, save=True)
+
+    def update(self, memories: Sequence[Memory], removed_ids: Sequence[str]) -> int:
+        """Re-embed changed memories and drop removed ids (apply_changes); returns how many were embedded."""
+        if not memories and not removed_ids:
+            return 0
+        return self._apply(memories, removed_ids, {}, save=True)
+
+    def _apply(self, memories: Sequence[Memory], removed: Iterable[str], cached: dict[str, np.ndarray],
+               save: bool) -> int:
+        matrix, ids, row_of = self._state
+        ids = list(ids)
+        row_of = dict(row_of)
+        freed: list[int] = []
+        for mid in removed:
+            row = row_of.pop(mid, None)
+            self._checksum.pop(mid, None)
+            if row is not None:
+                ids[row] = None
+                freed.append(row)
+        todo = [m for m in memories if self._checksum.get(m.id) != m.checksum or m.id not in row_of]
+        if not todo and not removed:
+            return 0
+        vectors = np.zeros((len(todo), self.model.dim), dtype=np.float32)
+        missing = []
+        for i, memory in enumerate(todo):
+            hit = cached.get(memory.checksum)
+            if hit is None:
+                missing.append(i)
+            else:
+                vectors[i] = hit.astype(np.float32)
+        for start in range(0, len(missing), EMBED_BATCH):
+            chunk = missing[start:start + EMBED_BATCH]
+            vectors[chunk] = self.model.embed([embed_text(todo[i]) for i in chunk])
+        self.embedded += len(missing)
+        free = [i for i, mid in enumerate(ids) if mid is None]
+        new_rows = [m for m in todo if m.id not in row_of]
+        if len(new_rows) > len(free):
+            grow = len(new_rows) - len(free)
+            capacity = max(len(ids) + grow, int(len(ids) * 1.25) + 16)
+            bigger = np.zeros((capacity, self.model.dim), dtype=np.float32)
+            bigger[:len(ids)] = matrix[:len(ids)]
+            free.extend(range(len(ids), capacity))
+            ids.extend([None] * (capacity - len(ids)))
+            matrix = bigger
+        for memory, vector in zip(todo, vectors):
+            row = row_of.get(memory.id)
+            if row is None:
+                row = free.pop(0)
+                row_of[memory.id] = row
+                ids[row] = memory.id
+            matrix[row] = vector
+            self._checksum[memory.id] = memory.checksum
+        for row in freed:
+            if ids[row] is None:
+                matrix[row] = 0.0
+        self._state = (matrix, ids, row_of)
+        if save:
+            self.save()
+        return len(missing)
+
+    # --- queries ------------------------------------------------------------------
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.model.embed([text])[0]
+
+    def similarities(self, query: np.ndarray, ids: Iterable[str]) -> dict[str, float]:
+        """Cosine of each known id's row with ``query`` (unknown ids are left out)."""
+        matrix, _, row_of = self._state
+        pairs = [(mid, row_of[mid]) for mid in ids if mid in row_of]
+        if not pairs:
+            return {}
+        values = matrix[[r for _, r in pairs]] @ query
+        return {mid: float(v) for (mid, _), v in zip(pairs, values)}
+
+    def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The ``k`` memories whose rows are most similar to ``query``, best first."""
+        matrix, ids, row_of = self._state
+        if k <= 0 or not row_of or not np.any(query):
+            return []
+        scores = matrix @ query
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the matrix (the model is counted separately)."""
+        return int(self._state[0].nbytes)

@@ -1,0 +1,154 @@
+"""The offline semantic signal (issue 13): the packaged WordLlama model, the embedding cache in the
+state dir, incremental updates, model switches, vector candidates and what simulate explains."""
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pytest
+
+from conftest import write_files
+from ctxos.services.engine import Engine
+from ctxos.services.semantic import ModelError, WordLlamaModel, load_model
+from ctxos.services.semantic.vectors import CACHE_FOLDER
+from ctxos.services.workspace import state_dir
+
+FILES = {
+    "05-resources/car-battery.md": """\
+        ---
+        id: car-battery
+        l0: The automobile would not start because the battery was flat
+        ---
+        This morning the vehicle refused to start; a jump start from a neighbour fixed it.
+        """,
+    "05-resources/cake.md": """\
+        ---
+        id: cake
+        l0: Chocolate birthday cake recipe
+        ---
+        Mix flour, cocoa, sugar and eggs; bake at 180 degrees for forty minutes.
+        """,
+    "05-resources/postgres.md": """\
+        ---
+        id: postgres
+        l0: Postgres connection pool sizing
+        ---
+        Twice the CPU count; the database chokes beyond 50 connections.
+        """,
+}
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to open a network connection fails the test (nothing may be downloaded)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("network access attempted")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def _cache_files(root):
+    folder = state_dir(root) / CACHE_FOLDER
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_wordllama_loads_from_the_wheel_without_network(no_network):
+    model = WordLlamaModel()                       # a fresh instance: really reads the packaged files
+    rows = model.embed(["my truck broke down", "the automobile failed to start", "a recipe for cake", ""])
+    assert rows.shape == (4, 256) and rows.dtype == np.float32
+    assert np.allclose(np.linalg.norm(rows[:3], axis=1), 1.0, atol=1e-4)
+    assert not rows[3].any()                       # no token: a zero row, not NaN
+    assert rows[0] @ rows[1] > rows[0] @ rows[2]   # paraphrase nearer than an unrelated text
+    assert isinstance(model.weights, np.memmap)    # the weights stay a map of the wheel's file (no copy)
+
+
+def test_model_settings_and_errors(tmp_path):
+    assert load_model("lexical") is None
+    assert load_model("wordllama") is load_model(" WordLlama ")      # one shared instance per process
+    with pytest.raises(ModelError, match="not one of"):
+        load_model("word2vec")
+    with pytest.raises(ModelError, match="does not exist"):
+        load_model(f"fastembed:{tmp_path / 'missing'}")
+
+
+@pytest.mark.parametrize("kind,module", [("fastembed", "fastembed"), ("sentence-transformers", "sentence_transformers")])
+def test_local_model_folder(tmp_path, kind, module):
+    """A local model loads from a folder only. Building a real tiny model needs the library (and for
+    sentence-transformers, torch), which this environment does not install; then the error must say so."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    try:
+        __import__(module)
+    except ImportError:
+        with pytest.raises(ModelError, match=f"needs the {module.replace('_', '-')} package|pip install"):
+            load_model(f"{kind}:{folder}")
+        pytest.skip(f"{module} is not installed here; only the error path is tested")
+    with pytest.raises(ModelError, match="could not load"):
+        load_model(f"{kind}:{folder}")          # an empty folder is not a model, and nothing is downloaded
+
+
+def test_embeddings_cached_in_state_dir_and_updated_incrementally(make_workspace, monkeypatch, tmp_path):
+    state = tmp_path / "elsewhere"
+    monkeypatch.setenv("CTXOS_STATE_DIR", str(state))
+    root = make_workspace(FILES)
+    engine = Engine(root)
+    engine.load()
+    assert engine.vectors is not None and len(engine.vectors) == len(engine.store)
+    first = engine.vectors.embedded
+    assert first == len(engine.store)
+    assert _cache_files(root) == ["wordllama-l2-supercat-256.json", "wordllama-l2-supercat-256.npy"]
+    assert (state / CACHE_FOLDER).is_dir() and not (root / ".ctxos" / CACHE_FOLDER).exists()
+    meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
+    assert meta["model"] == "wordllama-l2-supercat-256" and len(meta["checksums"]) == len(engine.store)
+    assert np.load(state / CACHE_FOLDER / "wordllama-l2-supercat-256.npy").dtype == np.float16
+    engine.close()
+
+    again = Engine(root)
+    again.load()
+    assert again.vectors.embedded == 0                          # everything came from the cache
+    write_files(root, {"05-resources/cake.md": FILES["05-resources/cake.md"].replace("Chocolate", "Lemon")})
+    again.apply_changes([root / "05-resources/cake.md"])
+    assert again.vectors.embedded == 1                          # only the edited memory
+    (root / "05-resources/postgres.md").unlink()
+    again.apply_changes([root / "05-resources/postgres.md"])
+    assert len(again.vectors) == len(again.store) == 2
+    meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
+    assert len(meta["checksums"]) == 2
+    again.close()
+
+
+def test_model_switch_rebuilds_and_switching_back_reuses(make_workspace):
+    root = make_workspace(FILES)
+    engine = Engine(root)
+    engine.load()
+    (root / "_config.yaml").write_text("semantic:\n  model: lexical\n")
+    engine.reload_config()
+    assert engine.vectors is None and engine.semantic.name == "keyword-overlap"
+    result = engine.execute_context_query("automobile battery", 500, record_access=False)
+    assert result.semantic_model == "keyword-overlap"
+    (root / "_config.yaml").write_text("semantic:\n  model: wordllama\n")
+    engine.reload_config()
+    assert engine.vectors is not None and engine.vectors.embedded == 0 and len(engine.vectors) == 3
+    (root / "_config.yaml").write_text("semantic:\n  model: fastembed:/nowhere/at/all\n")
+    engine.reload_config()
+    assert engine.vectors is None and any("does not exist" in p for p in engine.problems)
+    assert engine.execute_context_query("cake", 500, record_access=False).selected   # still serving
+    engine.close()
+
+
+def test_a_memory_sharing_no_word_is_found_by_the_vector_candidates(make_workspace):
+    root = make_workspace(FILES)
+    engine = Engine(root)
+    engine.load()
+    scored = engine.score_query("my truck broke down")
+    by_id = {c.memory.id: c for c in scored.candidates}
+    assert "car-battery" in by_id and by_id["car-battery"].bm25_raw == 0
+    assert "vector" in by_id["car-battery"].sources
+    assert scored.candidates[0].memory.id == "car-battery"
+    result = engine.execute_context_query("my truck broke down", 800, record_access=False)
+    top = result.selected[0]
+    assert top.id == "car-battery" and "vector" in top.sources and top.shares["semantic"] > 0
+    assert result.semantic_model == "wordllama-l2-supercat-256"
+    assert "→" in result.intent_reason
+    engine.close()
