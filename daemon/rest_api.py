@@ -557,7 +557,8 @@ def normalise_finding(f: dict[str, Any]) -> dict[str, Any]:
     elif kind_of_action == "review":
         out["suggestion"] = "read both and decide which one holds; edit or archive the other"
     elif kind_of_action == "fix":
-        out["suggestion"] = f"fix {suggested.get('path') or ', '.join(f.get('paths') or [])} by hand"
+        out["suggestion"] = suggested.get("suggestion") or \
+            f"fix {suggested.get('path') or ', '.join(f.get('paths') or [])} by hand"
     if archive_ids:
         actions.insert(0, "archive")
     actions.append("dismiss")

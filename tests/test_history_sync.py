@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
+from web_helpers import http
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
@@ -106,7 +107,7 @@ def test_sync_conflict_becomes_a_finding_and_nothing_is_lost(tmp_path, daemon_fa
     local_head = git(a, "rev-parse", "HEAD").strip()
     (a / "notes.txt").write_text("Ann's uncommitted notes\n")
     git(a, "add", "notes.txt")                      # a person's staged work in progress
-    daemon = daemon_factory(a)
+    daemon = daemon_factory(a, http=True)
 
     def finding():
         report = daemon.call("governance")
@@ -126,7 +127,13 @@ def test_sync_conflict_becomes_a_finding_and_nothing_is_lost(tmp_path, daemon_fa
     assert (a / "notes.txt").read_text() == "Ann's uncommitted notes\n"
     # Bob's commit is on the remote, untouched.
     assert "Bob's version" in git(bare, "show", "main:03-projects/apollo.md")
-    # The CLI shows it in the queue.
+    # The CLI shows it in the queue, and so does REST (the page's governance cards).
     out = subprocess.run(["ctxos", "--workspace", str(a), "governance", "--json"], capture_output=True, text=True,
                          check=True).stdout
     assert any(f["kind"] == "sync_conflict" for f in json.loads(out)["findings"])
+    text = subprocess.run(["ctxos", "--workspace", str(a), "governance"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "Team sync stopped on a conflict (git)" in text and "git pull --rebase" in text
+    cards = http("GET", daemon.http_url + "/api/governance").json()["findings"]
+    card = next(f for f in cards if f["kind"] == "sync_conflict")
+    assert card["suggestion"].startswith("resolve by hand: git pull --rebase") and "dismiss" in card["actions"]

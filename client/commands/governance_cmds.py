@@ -14,7 +14,8 @@ from typing import Any
 from ctxos.client.cli import CliError, call_backend
 
 KIND_TITLES = {
-    "invalid_file": "Invalid files", "flag": "Flagged by agents", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
+    "invalid_file": "Invalid files", "sync_conflict": "Team sync stopped on a conflict (git)",
+    "flag": "Flagged by agents", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
     "god_node": "Central but marked unimportant", "scratch_expired": "Scratch past its TTL",
     "decay": "Decay candidates",
 }
