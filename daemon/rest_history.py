@@ -2,7 +2,7 @@
 
 - ``GET  /api/memories/{id}/history``: versions, newest first;
 - ``GET  /api/memories/{id}/history/{n}``: version ``n``'s text and its diffs;
-- ``POST /api/memories/{id}/revert`` with ``{"to": N, "expected_version"?: V}``: restore version ``n``
+- ``POST /api/memories/{id}/revert`` with ``{"to": N, "expected_version"?: V, "expected_checksum"?: C}``: restore version ``n``
   through the write gate (403 protected, 409 a newer edit on disk or another version than expected).
 
 Errors map like every other ``/api/`` route (``rest_api.json_errors_middleware``).
@@ -38,13 +38,14 @@ def add_history_routes(app: web.Application, api: RestApi) -> None:
 
     async def revert(request: web.Request) -> web.Response:
         """Restore version {"to": n} as a new version through the write gate (403 protected, 409 conflict)."""
-        body = _pick(await read_json_object(request), ("to", "expected_version"))
+        body = _pick(await read_json_object(request), ("to", "expected_version", "expected_checksum"))
         to = body.get("to")
         if isinstance(to, bool) or not isinstance(to, int):
             raise ApiError(400, "field 'to' (the version number to restore) is required and must be an integer")
         params: dict[str, Any] = {"id": request.match_info["id"], "to": to}
-        if "expected_version" in body:
-            params["expected_version"] = body["expected_version"]
+        for key in ("expected_version", "expected_checksum"):
+            if key in body:
+                params[key] = body[key]
         return json_response(await api.call("revert", params))
 
     app.router.add_get("/api/memories/{id}/history", history)

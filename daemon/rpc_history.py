@@ -55,12 +55,13 @@ def revert(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     from ctxos.services.history import HistoryError
     from ctxos.services.history import revert as revert_version
     from ctxos.services.writes import WriteConflict, WriteRefused
-    check_known(params, {"id", "to", "expected_version"})
+    check_known(params, {"id", "to", "expected_version", "expected_checksum"})
     ref = _ref(params)
     to = _version_number(params, "to")
     expected = param(params, "expected_version", int, None)
+    checksum = param(params, "expected_checksum", str, None)
     try:
-        result = revert_version(ctx.engine, ref, to, expected_version=expected)
+        result = revert_version(ctx.engine, ref, to, expected_version=expected, expected_checksum=checksum)
     except HistoryError as exc:
         raise RpcError(NOT_FOUND, str(exc)) from None
     except WriteRefused as exc:

@@ -213,6 +213,16 @@ def test_revert_refuses_protected_and_newer_person_edits(make_workspace, daemon_
     with pytest.raises(RpcCallError) as err:
         daemon.call("revert", id="apollo", to=1, expected_version=1)
     assert err.value.data["reason"] == "conflict" and path.read_bytes() == before
+    # a person's edit that kept the version number: the checksum the reverter saw no longer matches
+    seen = daemon.call("get_memory", id="apollo")
+    path.write_text(path.read_text().replace("Second text.", "Second text, edited by hand."))
+    daemon.wait_for(lambda: "edited by hand" in daemon.call("get_memory", id="apollo")["l1"]
+                    + daemon.call("get_memory", id="apollo")["l2"], 15, message="the hand edit indexed")
+    before = path.read_bytes()
+    with pytest.raises(RpcCallError) as err:
+        daemon.call("revert", id="apollo", to=1, expected_version=seen["version"], expected_checksum=seen["checksum"])
+    assert err.value.data["reason"] == "conflict" and "edited since you looked" in err.value.message
+    assert path.read_bytes() == before
     # protected: refused
     ctxos(root, "lock", "apollo")
     before = path.read_bytes()

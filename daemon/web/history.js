@@ -113,7 +113,7 @@
       return;
     }
     try {
-      const result = await api("POST", memoryPath(m.id, "revert"), { to: v.n, expected_version: m.version });
+      const result = await api("POST", memoryPath(m.id, "revert"), { to: v.n, expected_version: m.version, expected_checksum: m.checksum });
       note(result.changed ? `Restored version ${v.n}: ${m.id} is now version ${result.version}.`
                           : `${m.id} already has the text of version ${v.n}; nothing was written.`);
       await openMemory(m.id);

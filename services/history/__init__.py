@@ -79,7 +79,8 @@ def memory_version(engine: Any, ref: str, n: int) -> dict[str, Any]:
             "diff_to_current": unified_diff(text, current, f"version {n}", "now")}
 
 
-def revert(engine: Any, ref: str, n: int, expected_version: int | None = None) -> dict[str, Any]:
+def revert(engine: Any, ref: str, n: int, expected_version: int | None = None,
+           expected_checksum: str | None = None) -> dict[str, Any]:
     """Restore version ``n`` of a memory through the write gate; indexed before it returns."""
     from .. import writes
     recorder = _recorder(engine)
@@ -91,7 +92,7 @@ def revert(engine: Any, ref: str, n: int, expected_version: int | None = None) -
     text = version_text(recorder, memory.id, versions, n)
     with writes.write_lock(engine.root):
         rel, changed = revert_memory(engine.root, engine.store, engine.config, memory, text, n,
-                                     expected_version=expected_version)
+                                     expected_version=expected_version, expected_checksum=expected_checksum)
     engine.apply_changes([rel])
     now = engine.store.get_by_path(rel)
     return {"id": memory.id, "path": rel, "reverted_to": n, "changed": changed,

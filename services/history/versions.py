@@ -131,11 +131,12 @@ def unified_diff(old: str, new: str, old_label: str, new_label: str) -> str:
 
 
 def revert_memory(root: Path, store: MemoryStore, config: Config, memory: Memory, old_text: str, n: int, *,
-                  expected_version: int | None = None) -> tuple[str, bool]:
+                  expected_version: int | None = None, expected_checksum: str | None = None) -> tuple[str, bool]:
     """Write ``old_text`` (version ``n``) back as a new version of ``memory``; (path, changed).
 
-    Call under ``writes.write_lock``. ``expected_version``, when given, must be the
-    current version (the one the person looked at).
+    Call under ``writes.write_lock``. ``expected_version`` / ``expected_checksum``, when
+    given, must be the current file's (the one the person looked at): an edit made
+    since, even one that did not bump ``version``, is a conflict.
     """
     rel = memory.rel_path
     current = load_memory(root, rel, config)
@@ -152,6 +153,9 @@ def revert_memory(root: Path, store: MemoryStore, config: Config, memory: Memory
     if expected_version is not None and expected_version != current.version:
         raise WriteConflict(f"memory {current.id!r} changed: you looked at version {expected_version}, "
                             f"the file is at version {current.version}; look at its history again")
+    if expected_checksum and expected_checksum != current.checksum:
+        raise WriteConflict(f"memory {current.id!r} ({rel}) was edited since you looked at it (same version, "
+                            "different content); reload it before reverting")
     old_id, _ = frontmatter_fields(old_text)
     body_now = current.path.read_bytes().decode("utf-8", "replace")
     if old_text == body_now:
