@@ -120,11 +120,10 @@ def display_text(link: WikiLink) -> str:
 # --- naming: ids for repeated stems -------------------------------------------------
 
 def stem_of(rel_path: str) -> str:
-    name = rel_path.rsplit("/", 1)[-1]
-    for suffix in NOTE_SUFFIXES:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return name.rsplit(".", 1)[0] if "." in name else name
+    """The file name without its extension (``a/b.c.md`` → ``b.c``): Obsidian's note name."""
+    name = rel_path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 else name
 
 
 def qualified_ids(rel_paths: Iterable[str]) -> dict[str, str]:
