@@ -59,8 +59,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         memory_version = f"v{v['version']}" if v.get("version") else "  "
         print(f"  {v['n']:>3}  {when}  {memory_version:>4}  {v['who']}  [{v['tool']}]  {v['summary']}")
     if versions:
-        print(f"\nSee one with `ctxos history {data['id']} --diff N`; restore it with "
-              f"`ctxos revert {data['id']} --to N`.")
+        restore = f"; restore it with `ctxos revert {args.id} --to N`" if "/" not in args.id else \
+            " (unarchive it to restore a version)"
+        print(f"\nSee one with `ctxos history {args.id} --diff N`{restore}.")
     return 0
 
 
