@@ -1,10 +1,11 @@
 """Install the daemon as a per-user service: a systemd user unit or a launchd agent.
 
-Why per workspace: the daemon serves exactly one workspace (its socket and lock
-are keyed by the workspace path), so each workspace gets its own unit or agent,
-named ``ctxos-<folder>-<hash8>``.  Installing a second workspace never
-overwrites the first, and ``--workspace`` picks which one ``status`` and
-``uninstall`` act on.
+Why one service: one per-user daemon (``ctxos daemon --all``) serves every
+registered workspace (docs/daemon.md), so there is one unit, ``ctxos.service``,
+or one agent, ``org.ai-context-os.ctxos.daemon``. ``install`` registers the
+``--workspace`` it is run for, so the service serves it; more workspaces join
+with ``ctxos workspace add`` (or ``ctxos start``, which tells the running
+daemon).
 
 Why a header: every file this module writes starts with :data:`HEADER_MARK`.
 ``uninstall`` removes a file only when it carries that mark, and ``install``
@@ -19,7 +20,6 @@ an unreachable user manager is reported, never raised.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -61,11 +61,8 @@ def detect_platform(sys_platform: str | None = None) -> Platform:
     raise ServiceError(f"service install supports Linux (systemd) and macOS (launchd), not {value!r}")
 
 
-def service_slug(workspace: Path) -> str:
-    """``ctxos-<folder>-<hash8>``: readable, stable, unique per absolute workspace path."""
-    folder = re.sub(r"[^a-z0-9]+", "-", workspace.name.lower()).strip("-")[:32] or "workspace"
-    digest = hashlib.sha1(str(workspace).encode("utf-8")).hexdigest()[:8]
-    return f"ctxos-{folder}-{digest}"
+SERVICE_NAME = "ctxos.service"
+AGENT_LABEL = LABEL_PREFIX + "daemon"
 
 
 def resolve_executable() -> list[str]:
@@ -87,9 +84,9 @@ def resolve_executable() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-c", "import sys; from ctxos.client.cli import main; sys.exit(main())"]
 
 
-def daemon_argv(executable: list[str], workspace: Path) -> list[str]:
-    """The full command line the service manager runs."""
-    return [*executable, "--workspace", str(workspace), "daemon"]
+def daemon_argv(executable: list[str]) -> list[str]:
+    """The full command line the service manager runs: the per-user daemon, every registered workspace."""
+    return [*executable, "daemon", "--all"]
 
 
 # --------------------------------------------------------------------------- rendering
@@ -125,30 +122,28 @@ def systemd_quote_arg(arg: str) -> str:
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_unit(workspace: Path, argv: list[str]) -> str:
-    """The systemd user unit text for ``workspace``."""
+def render_unit(home: Path, argv: list[str]) -> str:
+    """The systemd user unit text of the per-user daemon (working directory: ``home``)."""
     header = (
-        f"# {HEADER_MARK} for workspace {workspace}.\n"
+        f"# {HEADER_MARK}: the per-user daemon, serving every registered workspace.\n"
         "# `ctxos service uninstall` removes this file; it leaves alone a file without this line."
     )
     return _fill(
         UNIT_TEMPLATE.read_text(encoding="utf-8"),
         {
             "header": header,
-            "workspace_name": systemd_escape_value(workspace.name or str(workspace)),
             "exec_start": " ".join(systemd_quote_arg(a) for a in argv),
-            "working_directory": systemd_escape_value(str(workspace)),
+            "working_directory": systemd_escape_value(str(home)),
         },
     )
 
 
-def render_plist(workspace: Path, argv: list[str], label: str, log_dir: Path) -> str:
-    """The launchd agent plist text for ``workspace``."""
-    for value in (str(workspace), str(log_dir), *argv):
+def render_plist(home: Path, argv: list[str], label: str, log_dir: Path) -> str:
+    """The launchd agent plist text of the per-user daemon (working directory: ``home``)."""
+    for value in (str(home), str(log_dir), *argv):
         _check_path_chars(value)
-    comment_safe = str(workspace).replace("--", "-\u2010")  # "--" may not appear in an XML comment
     header = (
-        f"<!-- {HEADER_MARK} for workspace {xml_escape(comment_safe)}.\n"
+        f"<!-- {HEADER_MARK}: the per-user daemon, serving every registered workspace.\n"
         "     `ctxos service uninstall` removes this file; it leaves alone a file without this line. -->"
     )
     arguments = "\n".join(f"\t\t<string>{xml_escape(a)}</string>" for a in argv)
@@ -158,7 +153,7 @@ def render_plist(workspace: Path, argv: list[str], label: str, log_dir: Path) ->
             "header": header,
             "label": xml_escape(label),
             "program_arguments": arguments,
-            "working_directory": xml_escape(str(workspace)),
+            "working_directory": xml_escape(str(home)),
             "stdout_path": xml_escape(str(log_dir / "launchd.out.log")),
             "stderr_path": xml_escape(str(log_dir / "launchd.err.log")),
         },
@@ -225,22 +220,25 @@ def make_plan(
     executable: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> ServicePlan:
-    """Compute file name, path and content for ``workspace`` on ``platform``."""
+    """Compute file name, path and content of the per-user service on ``platform``.
+
+    ``workspace`` is the one ``install`` registers (the service serves every registered one).
+    """
     plat = platform or detect_platform()
     env = dict(os.environ) if env is None else env
     home = home or Path(env.get("HOME") or Path.home())
     workspace = Path(workspace).expanduser().absolute()
-    argv = daemon_argv(executable or resolve_executable(), workspace)
-    slug = service_slug(workspace)
+    _check_path_chars(str(workspace))
+    argv = daemon_argv(executable or resolve_executable())
     if plat == "linux":
         config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
-        name = f"{slug}.service"
-        path = config_home / "systemd" / "user" / name
-        return ServicePlan("linux", workspace, name, path, render_unit(workspace, argv), argv)
-    label = LABEL_PREFIX + slug.removeprefix("ctxos-")
-    log_dir = workspace / ".ctxos" / "logs"
-    path = home / "Library" / "LaunchAgents" / f"{label}.plist"
-    return ServicePlan("darwin", workspace, label, path, render_plist(workspace, argv, label, log_dir), argv, log_dir)
+        path = config_home / "systemd" / "user" / SERVICE_NAME
+        return ServicePlan("linux", workspace, SERVICE_NAME, path, render_unit(home, argv), argv)
+    state_home = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else home / ".local" / "state"
+    log_dir = state_home / "ctxos" / "logs"
+    path = home / "Library" / "LaunchAgents" / f"{AGENT_LABEL}.plist"
+    return ServicePlan("darwin", workspace, AGENT_LABEL, path, render_plist(home, argv, AGENT_LABEL, log_dir),
+                       argv, log_dir)
 
 
 # --------------------------------------------------------------------------- running commands

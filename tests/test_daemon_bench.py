@@ -31,3 +31,20 @@ def test_bench_daemon_small(tmp_path: Path) -> None:
     assert data["idle"]["rss_mb"] > 0 and data["idle"]["cpu_s"] >= 0
     assert data["query"]["engine_ms"]["n"] == data["query"]["n"]
     assert data["machine"]["cores"] >= 1
+
+
+@pytest.mark.slow
+def test_bench_workspaces_small(tmp_path: Path) -> None:
+    """The per-user daemon's cost per registered workspace (idle and loaded) is measured end to end."""
+    out = tmp_path / "bench_workspaces.json"
+    bench = BENCH.with_name("bench_workspaces.py")
+    run = subprocess.run([sys.executable, str(bench), "--small", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [r["workspaces"] for r in rows] == data["settings"]["counts"]
+    assert all(0 < r["idle_rss_mb"] <= r["loaded_rss_mb"] for r in rows)
+    assert data["single_daemon_rss_mb"] > 0
+    # Idle workspaces cost little: far less than a daemon of their own each.
+    assert data["per_idle_workspace_mb"] < data["single_daemon_rss_mb"] / 4

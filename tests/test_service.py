@@ -75,9 +75,11 @@ def _verify_unit(unit_dir: Path, name: str, tmp_path: Path) -> subprocess.Comple
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package: systemd)")
 def test_unit_passes_systemd_analyze_verify(workspace: Path, home: Path, tmp_path: Path) -> None:
-    plan = installer.make_plan(workspace, platform="linux", home=home, env={})
+    odd_home = workspace / "home"                      # the odd characters reach the unit through the home
+    plan = installer.make_plan(workspace, platform="linux", home=odd_home, env={})
+    home = odd_home
     assert plan.path == home / ".config/systemd/user" / plan.name
-    assert plan.name.startswith("ctxos-my-work-h-home-q-") and plan.name.endswith(".service")
+    assert plan.name == "ctxos.service"                   # one per-user service
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     (unit_dir / plan.name).write_text(plan.content)
@@ -89,10 +91,10 @@ def test_unit_passes_systemd_analyze_verify(workspace: Path, home: Path, tmp_pat
     assert "Restart=on-failure" in text
     assert "WantedBy=default.target" in text
     exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    assert exec_line.startswith(f"ExecStart={plan.argv[0]} --workspace ")
-    assert Path(plan.argv[0]).is_absolute()
-    assert "%%h" in exec_line and "$$HOME" in exec_line and '\\"q\\"' in exec_line
-    assert exec_line.endswith(" daemon")
+    assert exec_line.startswith(f"ExecStart={plan.argv[0]} ") and Path(plan.argv[0]).is_absolute()
+    assert exec_line.endswith(" daemon --all")
+    folder = next(line for line in text.splitlines() if line.startswith("WorkingDirectory="))
+    assert "%%h" in folder and "$HOME" in folder
 
     # Control: the same check does fail on a broken unit, so the pass above means something.
     broken = text.replace(f"ExecStart={plan.argv[0]}", "ExecStart=relative/ctxos")
@@ -121,13 +123,13 @@ def test_plist_parses_and_has_required_keys(workspace: Path, home: Path) -> None
     assert plan.path == home / "Library/LaunchAgents" / f"{plan.name}.plist"
     assert data["Label"] == plan.name and plan.name.startswith(installer.LABEL_PREFIX)
     assert data["ProgramArguments"] == plan.argv
-    assert data["ProgramArguments"][-3:] == ["--workspace", str(workspace), "daemon"]
+    assert data["ProgramArguments"][-2:] == ["daemon", "--all"]
     assert Path(data["ProgramArguments"][0]).is_absolute()
     assert data["KeepAlive"] == {"SuccessfulExit": False}
     assert data["RunAtLoad"] is True
-    assert data["WorkingDirectory"] == str(workspace)
-    assert data["StandardOutPath"] == str(workspace / ".ctxos/logs/launchd.out.log")
-    assert data["StandardErrorPath"] == str(workspace / ".ctxos/logs/launchd.err.log")
+    assert data["WorkingDirectory"] == str(home)
+    assert data["StandardOutPath"] == str(home / ".local/state/ctxos/logs/launchd.out.log")
+    assert data["StandardErrorPath"] == str(home / ".local/state/ctxos/logs/launchd.err.log")
     assert installer.is_ours(plan.content)
 
 
@@ -153,7 +155,7 @@ def test_install_print_shows_file_and_writes_nothing(platform: str, workspace: P
 
 def test_uninstall_and_status_print(workspace: Path, home: Path) -> None:
     out = _cli(["--workspace", str(workspace), "service", "uninstall", "--print", "--platform", "linux"], home)
-    assert out.returncode == 0 and "# would run: systemctl --user disable --now ctxos-" in out.stdout
+    assert out.returncode == 0 and "# would run: systemctl --user disable --now ctxos.service" in out.stdout
     out = _cli(["--workspace", str(workspace), "service", "status", "--print", "--platform", "darwin"], home)
     assert out.returncode == 0 and "launchctl print gui/" in out.stdout
 
@@ -268,7 +270,7 @@ def test_darwin_install_is_idempotent_and_uninstall(workspace: Path, home: Path,
 
     first = installer.install(plan, runner)
     assert first.ok and first.changed
-    assert (workspace / ".ctxos/logs").is_dir()  # launchd cannot create the log folder itself
+    assert plan.log_dir is not None and plan.log_dir.is_dir()  # launchd cannot create the log folder itself
     assert _calls(log) == [f"launchctl bootstrap gui/{uid} {plan.path}"]
 
     # Unchanged file, agent not loaded (print fails): bootstrap again.

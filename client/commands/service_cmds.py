@@ -19,8 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "service",
         help="install the daemon as a systemd user service or launchd agent",
         description=(
-            "Run `ctxos daemon` for this workspace as a per-user service: a systemd user unit "
-            "on Linux, a launchd agent on macOS. One service per workspace."
+            "Run the per-user daemon (`ctxos daemon --all`, every registered workspace) as a "
+            "service: a systemd user unit on Linux, a launchd agent on macOS. One service per "
+            "user; install also registers --workspace so the service serves it."
         ),
     )
     actions = parser.add_subparsers(dest="service_action", metavar="ACTION", required=True)
@@ -37,6 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             help="preview another platform's file (only with --print); default: this machine's",
         )
         p.set_defaults(func=run)
+
+
+def _register(workspace) -> None:
+    """The service serves registered workspaces: make sure this one is."""
+    from ctxos.services.workspace_registry import RegistryError, add_workspace
+    try:
+        name, added = add_workspace(workspace)
+    except (RegistryError, OSError) as exc:
+        raise CliError(f"{workspace} could not be registered, so the service would not serve it: {exc}") from exc
+    if added:
+        print(f"registered {workspace} as '{name}' (ctxos workspace list)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.service_action == "install":
             require_workspace(workspace)
+            _register(workspace)
             report = installer.install(plan)
         elif args.service_action == "uninstall":
             report = installer.uninstall(plan)
