@@ -386,7 +386,7 @@ class RestApi:
 
     async def graph(self, request: web.Request) -> web.Response:
         """The link graph: nodes, edges and communities."""
-        return json_response(normalise_graph(await self.call("graph")))
+        return json_response(normalise_graph(await self.call("graph", {"layout": True})))
 
     async def governance(self, request: web.Request) -> web.Response:
         """What needs a person's judgment: findings with their evidence."""

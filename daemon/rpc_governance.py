@@ -124,31 +124,44 @@ def regenerate_router(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str,
 
 
 def graph(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
-    """Nodes (id, type, community, authority, degree) and edges (explicit/implicit), dangling links, communities."""
-    from ctxos.services.communities import refresh_communities
+    """Nodes (id, title, type, community, authority, degree; x/y with ``layout``), edges, dangling links,
+    named communities (``communities``: id, name, terms, size, top_members) and ``community_stats``."""
+    from ctxos.services.communities import community_names, refresh_communities
     from ctxos.services.governance import memory_snapshot
-    check_known(params, {"recompute"})
+    check_known(params, {"recompute", "layout"})
     force = param(params, "recompute", bool, False)
+    want_layout = param(params, "layout", bool, False)
     engine = ctx.engine
     cmap, recomputed = refresh_communities(engine, force=force)   # cheap when the graph is unchanged
     link_graph = engine.graph()
     communities = cmap.communities
+    named = community_names(engine, cmap)
+    name_of = {c["id"]: c["name"] for c in named}
     nodes = []
     for memory in memory_snapshot(engine):
-        nodes.append({"id": memory.id, "type": memory.type, "l0": memory.l0, "importance": memory.importance,
-                      "community": communities.get(memory.id),
+        number = communities.get(memory.id)
+        nodes.append({"id": memory.id, "title": memory.display_title, "type": memory.type, "l0": memory.l0,
+                      "importance": memory.importance, "community": number,
+                      "community_name": name_of.get(number) if number is not None else None,
                       "authority": round(link_graph.authority.get(memory.id, 0.0), 6),
                       "degree": len(link_graph.neighbours(memory.id))})
     explicit = set(link_graph.explicit_edges())
     edges = [{"source": a, "target": b, "kind": "explicit", "weight": 1.0} for a, b in sorted(explicit)]
     edges += [{"source": a, "target": b, "kind": "implicit", "weight": 0.5}
               for a, b in link_graph.implicit_edges() if (a, b) not in explicit and (b, a) not in explicit]
+    if want_layout:
+        from ctxos.services.graph_layout import layout_for
+        positions = layout_for(cmap.fingerprint, [n["id"] for n in nodes],
+                               [(e["source"], e["target"]) for e in edges], communities)
+        for node in nodes:
+            node["x"], node["y"] = positions.get(node["id"], (0.0, 0.0))
     return {
         "nodes": nodes, "edges": edges,
         "dangling": [{"source": s, "target": t} for s, t in link_graph.dangling],
-        "communities": {"count": len(cmap.sizes), "sizes": cmap.sizes, "modularity": round(cmap.modularity, 6),
-                        "seed": cmap.seed, "computed_at": cmap.computed_at, "recomputed": recomputed,
-                        "fingerprint": cmap.fingerprint},
+        "communities": named,
+        "community_stats": {"count": len(cmap.sizes), "sizes": cmap.sizes, "modularity": round(cmap.modularity, 6),
+                            "seed": cmap.seed, "computed_at": cmap.computed_at, "recomputed": recomputed,
+                            "fingerprint": cmap.fingerprint},
     }
 
 

@@ -107,8 +107,16 @@ def get_context(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def simulate(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
-    """Exactly ``get_context``, without recording an access (a person trying queries)."""
-    return _run_query(ctx, params, record_access=False)
+    """Exactly ``get_context``, without recording an access (a person trying queries).
+
+    Each selected memory also names its community (``community``, ``community_name``), for the page.
+    """
+    from ctxos.services.communities import community_of_memory
+    result = _run_query(ctx, params, record_access=False)
+    names = community_of_memory(ctx.engine, [s["id"] for s in result.get("selected", [])])
+    for selected in result.get("selected", []):
+        selected.update(names.get(selected["id"], {"community": None, "community_name": None}))
+    return result
 
 
 # ---------------------------------------------------------------- memories

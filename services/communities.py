@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,3 +232,139 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
     if callable(setter):
         setter(dict(cmap.communities))
     return cmap, recomputed
+
+
+# --- names: what each community is about ---------------------------------------------
+
+NAME_TERMS = 3            # terms in a community's name
+TOP_MEMBERS = 5
+_WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
+_NAMES_CACHE: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+
+
+def _terms(memory: Any) -> list[tuple[str, str, float]]:
+    """(stem, surface form, weight): tags count 2, title and folder words 1, l0 words 0.5.
+
+    Folders are included because vaults that use no tags (Obsidian's own help) file
+    notes by topic in folders; a folder name is a person's own label for its notes.
+    """
+    from .index import analyze
+    out: list[tuple[str, str, float]] = []
+
+    def add(text: str, weight: float) -> None:
+        for word in _WORD_RE.findall(text):
+            if len(word) < 3 or word.lower() in _NAME_STOP:
+                continue
+            stems = analyze(word)
+            if stems:
+                out.append((stems[0], word.lower(), weight))
+
+    for tag in memory.tags:
+        add(str(tag).replace("/", " ").replace("-", " ").replace("_", " "), 2.0)
+    add(memory.display_title, 1.0)
+    folders = memory.rel_path.split("/")[:-1]
+    add(" ".join(f for f in folders if not re.match(r"^\d\d-", f)), 1.0)
+    add(memory.l0, 0.5)
+    return out
+
+
+_NAME_STOP = frozenset("""the and for with your you this that from into use using how what are was
+were has have had not but can will its it's our their about page pages note notes new more also
+other all any each one two md""".split())
+
+
+def name_communities(memories: Iterable[Any], communities: Mapping[str, int],
+                     rank: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """``[{id, name, terms, size, top_members}]``, largest first, named by class-based TF-IDF.
+
+    c-TF-IDF (as in BERTopic): each community is one document made of its members'
+    terms; a term's weight is its frequency in the community times
+    ``log(1 + A / f)``, where ``A`` is the average community length in terms and
+    ``f`` the term's frequency over all communities. A term every community uses
+    scores low, one concentrated in a community high. The name joins the top
+    three terms (each term shown in its most common spelling); ``top_members``
+    are the most central members (``rank``, e.g. authority), then by id.
+    """
+    rank = rank or {}
+    by_community: dict[int, list[Any]] = {}
+    for memory in memories:
+        number = communities.get(memory.id)
+        if number is not None:
+            by_community.setdefault(number, []).append(memory)
+    tf: dict[int, dict[str, float]] = {}
+    surface: dict[str, dict[str, float]] = {}
+    total: dict[str, float] = {}
+    for number, members in by_community.items():
+        counts: dict[str, float] = {}
+        for memory in members:
+            for stem, word, weight in _terms(memory):
+                counts[stem] = counts.get(stem, 0.0) + weight
+                forms = surface.setdefault(stem, {})
+                forms[word] = forms.get(word, 0.0) + weight
+        tf[number] = counts
+        for stem, value in counts.items():
+            total[stem] = total.get(stem, 0.0) + value
+    average = (sum(sum(c.values()) for c in tf.values()) / len(tf)) if tf else 0.0
+    # A term found in nearly every community names none of them (the vault's own name, say).
+    spread: dict[str, int] = {}
+    for counts in tf.values():
+        for stem in counts:
+            spread[stem] = spread.get(stem, 0) + 1
+    groups = sum(1 for members in by_community.values() if len(members) > 1)
+    common = {stem for stem, n in spread.items() if groups >= 4 and n >= 0.8 * groups}
+    out = []
+    for number in sorted(by_community, key=lambda n: (-len(by_community[n]), n)):
+        members = by_community[number]
+        counts = tf[number]
+        length = sum(counts.values()) or 1.0
+        scored = [((value / length) * math.log(1.0 + average / total[stem]), stem)
+                  for stem, value in counts.items() if stem not in common]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        words = [max(surface[stem].items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+                 for _, stem in scored[:NAME_TERMS]]
+        top = sorted(members, key=lambda m: (-rank.get(m.id, 0.0), m.id))[:TOP_MEMBERS]
+        name = " · ".join(words) if words else (top[0].display_title if top else f"community {number}")
+        if len(members) == 1:
+            name = members[0].display_title          # a lone memory is called by its own title
+        out.append({"id": number, "name": name, "terms": words, "size": len(members),
+                    "top_members": [m.id for m in top]})
+    return out
+
+
+def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[str, Any]]:
+    """Named communities of an engine's current map (cached per map and store generation)."""
+    cmap = cmap if cmap is not None else load_communities(Path(engine.root))
+    if cmap is None:
+        return []
+    key = (id(engine), cmap.fingerprint, getattr(engine, "generation", None))
+    cached = _NAMES_CACHE.get(key)
+    if cached is None:
+        graph = engine.graph(stale_ok=True) if _takes_stale_ok(engine) else engine.graph()
+        memories = list(engine.store.memories.values())
+        cached = name_communities(memories, cmap.communities, graph.authority)
+        if len(_NAMES_CACHE) > 16:
+            _NAMES_CACHE.clear()
+        _NAMES_CACHE[key] = cached
+    return cached
+
+
+def _takes_stale_ok(engine: Any) -> bool:
+    import inspect
+    try:
+        return "stale_ok" in inspect.signature(engine.graph).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def community_of_memory(engine: Any, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``{memory id: {"community": n, "community_name": name}}`` for the given ids (simulate, router)."""
+    cmap = load_communities(Path(engine.root))
+    if cmap is None:
+        return {}
+    names = {c["id"]: c["name"] for c in community_names(engine, cmap)}
+    out = {}
+    for memory_id in memory_ids:
+        number = cmap.communities.get(memory_id)
+        if number is not None:
+            out[memory_id] = {"community": number, "community_name": names.get(number, f"community {number}")}
+    return out

@@ -67,6 +67,23 @@ class Memory:
                 seen.setdefault(target, None)
         return list(seen)
 
+    @property
+    def display_title(self) -> str:
+        """What a person calls this memory: a frontmatter ``title``, else a leading ``# H1``, else its file name.
+
+        ``title`` (the first heading of any level) is not that: in a vault whose notes
+        are named by their file (Obsidian), the first heading is often a section such as
+        "Settings", and the file name ("Cards view") is the real title.
+        """
+        meta = self.metadata.get("title") if isinstance(self.metadata, dict) else None
+        if isinstance(meta, str) and meta.strip():
+            return meta.strip()
+        first = (self.l1 or self.l2 or "").lstrip().split("\n", 1)[0]
+        if first.startswith("# ") and first[2:].strip():
+            return first[2:].strip().strip("#").strip()
+        stem = self.rel_path.rsplit("/", 1)[-1]
+        return stem[:-3] if stem.endswith(".md") else stem or self.id
+
     def tier_text(self, tier: str) -> str:
         """Text of the memory at a tier: L0 the line, L1 the paragraph, L2 everything."""
         if tier == "L0":
@@ -97,6 +114,7 @@ class Memory:
             "always_load": self.always_load,
             "protected": self.protected,
             "title": self.title,
+            "display_title": self.display_title,
             "checksum": self.checksum,
             "source": self.is_source,
         }

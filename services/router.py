@@ -68,6 +68,7 @@ class RouterSource:
     count: Callable[[str], int]
     memories: list[Memory]
     index_share: float = 0.3
+    topics: list[str] = field(default_factory=list)    # named communities, largest first (claude.md)
     _cache: dict[int, tuple[str, set[str]]] = field(default_factory=dict, repr=False)
 
     def header(self, comment: Callable[[str], str] = lambda t: f"<!-- {t} -->") -> str:
@@ -182,6 +183,8 @@ ADAPTERS: dict[str, Callable[[RouterSource, int], dict[str, str]]] = {
 
 def workspace_claude_md(source: RouterSource, budget: int) -> str:
     head = f"{source.header()}\n# Workspace memory\n\n{USAGE}\n\n"
+    if source.topics:
+        head += "Topics (communities of linked memories): " + "; ".join(source.topics) + "\n\n"
     return source.fit(head, budget)
 
 
@@ -392,7 +395,18 @@ def engine_source(engine: Any) -> RouterSource:
 
     share = float(config.get("router.index_share", 0.3))
     return RouterSource(Path(engine.root), query, counter.count,
-                        sorted(list(engine.store.memories.values()), key=lambda m: m.id), index_share=share)
+                        sorted(list(engine.store.memories.values()), key=lambda m: m.id), index_share=share,
+                        topics=_topics(engine))
+
+
+def _topics(engine: Any, limit: int = 8) -> list[str]:
+    """``name (size)`` of the largest named communities with at least 3 members (``communities.py``)."""
+    from .communities import community_names
+    try:
+        named = community_names(engine)
+    except Exception:  # noqa: BLE001 - a missing or odd community map must not stop router files
+        return []
+    return [f"{c['name']} ({c['size']})" for c in named if c["size"] >= 3][:limit]
 
 
 def regenerate_router(engine: Any) -> RouterReport:

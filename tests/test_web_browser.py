@@ -123,10 +123,12 @@ def test_graph_renders_every_memory(page: Any, url: str) -> None:
     memories = api(url, "GET", "/api/memories")["memories"]
     page.goto(url + "/#/graph")
     page.wait_for_function("document.querySelector('#graph-canvas').dataset.nodes !== undefined")
-    assert page.evaluate("state.cy.nodes().length") == len(graph["nodes"]) == len(memories)
+    assert page.evaluate("state.cy.nodes('.memory').length") == len(graph["nodes"]) == len(memories)
     assert page.evaluate("state.cy.edges().length") == len(graph["edges"])
     communities = {n["community"] for n in graph["nodes"]}
-    assert page.locator("#graph-legend > span").count() == len(communities)
+    assert page.locator("#graph-legend .legend-item").count() == len(communities)
+    names = [page.locator("#graph-legend .legend-name").nth(i).inner_text() for i in range(len(communities))]
+    assert names == [c["name"] for c in graph["communities"]] and not any(n.startswith("community ") for n in names)
     # Coloured by community: the Rust cluster shares one colour, the baking one another.
     colour = "(id) => state.cy.$id(id).data('colour')"
     assert page.evaluate(colour, "rust-async") == page.evaluate(colour, "rust-testing")

@@ -332,21 +332,18 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
         return 0
-    comm = data["communities"]
+    comm = data["community_stats"]
     explicit = sum(1 for e in data["edges"] if e["kind"] == "explicit")
     print(f"{plural(len(data['nodes']), 'memory', 'memories')}, {plural(explicit, 'link')}, "
           f"{plural(len(data['edges']) - explicit, 'shared-tag edge')}, "
           f"{plural(comm['count'], 'community', 'communities')} (modularity {comm['modularity']:.3f}, seed {comm['seed']})")
-    members: dict[Any, list[str]] = {}
-    for node in data["nodes"]:
-        members.setdefault(node["community"], []).append(node["id"])
-    ordered = sorted(members, key=lambda c: (c is None, c if c is not None else 0))
-    groups = [c for c in ordered if len(members[c]) > 1]
-    singles = len(ordered) - len(groups)
+    groups = [c for c in data["communities"] if c["size"] > 1]
+    singles = len(data["communities"]) - len(groups)
     for community in groups[:GRAPH_COMMUNITIES_SHOWN]:
-        ids = sorted(members[community])
-        more = f" +{len(ids) - 8} more" if len(ids) > 8 else ""
-        print(f"  community {community}: {', '.join(ids[:8])}{more}")
+        more = f" +{community['size'] - len(community['top_members'])} more" \
+            if community["size"] > len(community["top_members"]) else ""
+        print(f"  community {community['id']}: {community['name']} ({community['size']}): "
+              f"{', '.join(community['top_members'])}{more}")
     hidden = [f"{len(groups) - GRAPH_COMMUNITIES_SHOWN} more not shown"] if len(groups) > GRAPH_COMMUNITIES_SHOWN else []
     if singles:
         hidden.append(f"{plural(singles, 'single-memory community', 'single-memory communities')} not listed")

@@ -271,7 +271,8 @@ function renderSimulation(r) {
       el("td", { class: "num muted", text: String(i + 1) }),
       el("td", {},
         el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(m.id)}`, text: m.id }),
-        el("span", { class: "type-chip", text: m.type })),
+        el("span", { class: "type-chip", text: m.type }),
+        m.community_name ? el("span", { class: "community-chip", title: "the memory's community in the graph", text: m.community_name }) : null),
       el("td", {}, el("span", { class: `tier tier-${m.tier}`, text: m.tier })),
       el("td", { class: "num", text: String(m.tokens) }),
       el("td", { class: "num", text: fmt(m.score) }),
@@ -310,49 +311,134 @@ function nodeColour(n) {
   return state.graphColour === "type" ? (TYPE_COLOURS[n.type] || "#888") : communityColour(n.community);
 }
 
+const LABEL_ALL_UP_TO = 60;      // up to this many memories every label shows; past it, on zoom or hover
+const LABEL_ZOOM = 1.15;         // zoom level from which labels show on a large graph
+const COMPOUND_MIN = 3;          // communities with at least this many members get a named frame
+
+function communityName(c) {
+  const named = (state.graph.communities || []).find((x) => x.id === c);
+  return named ? named.name : (c === null || c === undefined ? "no community" : `community ${c}`);
+}
+
 function renderGraph() {
   const g = state.graph;
   if (!g) return;
   const container = $("#graph-canvas");
   if (typeof window.cytoscape !== "function") { showBanner("graph library missing"); return; }
+  const sizes = {};
+  for (const n of g.nodes) sizes[n.community] = (sizes[n.community] || 0) + 1;
+  const framed = (c) => c !== null && c !== undefined && sizes[c] >= COMPOUND_MIN;
+  const positioned = g.nodes.every((n) => typeof n.x === "number");
+  const fallback = positioned ? null : communityPacking(g.nodes);
   const elements = [
-    ...g.nodes.map((n) => ({ group: "nodes", data: { id: n.id, label: n.id, colour: nodeColour(n), size: 14 + 26 * (n.importance ?? 0.5) } })),
+    // One frame per community, named by its distinctive terms (server-side c-TF-IDF).
+    ...Object.keys(sizes).filter((c) => framed(c === "null" ? null : Number(c))).map((c) => ({
+      group: "nodes", classes: "community",
+      data: { id: `community:${c}`, label: communityName(Number(c)), community: Number(c), colour: communityColour(Number(c)) } })),
+    ...g.nodes.map((n) => ({
+      group: "nodes", classes: "memory",
+      position: positioned ? { x: n.x, y: n.y } : fallback[n.id],
+      data: { id: n.id, label: n.title || n.id, colour: nodeColour(n), size: 14 + 26 * (n.importance ?? 0.5),
+        type: n.type, community: n.community, ...(framed(n.community) ? { parent: `community:${n.community}` } : {}) } })),
     ...g.edges.map((e, i) => ({ group: "edges", data: { id: `e${i}`, source: e.source, target: e.target, kind: e.kind || "link" } })),
   ];
   if (state.cy) state.cy.destroy();
-  const big = g.nodes.length > 300;
+  const few = g.nodes.length <= LABEL_ALL_UP_TO;
   state.cy = window.cytoscape({
     container,
     elements,
-    maxZoom: 2.5,
+    maxZoom: 3,
     minZoom: 0.05,
     style: [
-      { selector: "node", style: {
+      { selector: "node.memory", style: {
         "background-color": "data(colour)", width: "data(size)", height: "data(size)",
-        label: big ? "" : "data(label)", "font-size": 9, color: "#3d4653", "text-valign": "bottom", "text-margin-y": 3,
+        label: few ? "data(label)" : "", "font-size": 10, color: "#3d4653", "text-valign": "bottom", "text-margin-y": 3,
+        "text-background-color": "#fcfcfd", "text-background-opacity": 0.8, "text-background-padding": 1,
         "border-width": 1, "border-color": "#ffffff" } },
-      { selector: "node:selected", style: { "border-width": 3, "border-color": "#1d2430" } },
-      { selector: "edge", style: { width: 1, "line-color": "#c9d0da", "curve-style": "haystack", opacity: 0.8 } },
-      { selector: "edge[kind = 'implicit']", style: { "line-style": "dashed", opacity: 0.5 } },
+      { selector: "node.memory.labelled, node.memory.hover, node.memory:selected", style: { label: "data(label)", "z-index": 20 } },
+      { selector: "node.community", style: {
+        "background-color": "data(colour)", "background-opacity": 0.07, "border-width": 1, "border-color": "data(colour)",
+        "border-opacity": 0.5, shape: "round-rectangle", label: "data(label)", "text-valign": "top", "text-halign": "center",
+        "font-size": 30, "font-weight": 700, color: "data(colour)", padding: 18, "text-margin-y": -4,
+        "text-background-color": "#fcfcfd", "text-background-opacity": 0.85, "text-background-padding": 2 } },
+      { selector: "node.memory:selected", style: { "border-width": 3, "border-color": "#1d2430" } },
+      { selector: "edge", style: { width: 1, "line-color": "#c9d0da", "curve-style": "haystack", opacity: 0.7 } },
+      { selector: "edge[kind = 'implicit']", style: { "line-style": "dashed", opacity: 0.45 } },
+      { selector: ".filtered", style: { display: "none" } },
     ],
-    layout: big
-      ? { name: "preset", positions: communityPacking(g.nodes), fit: true, padding: 20 }
-      : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 6000, idealEdgeLength: () => 60, numIter: 600, padding: 40 },
+    layout: { name: "preset", fit: true, padding: 30 },
   });
-  if (state.cy.zoom() > 1.4) { state.cy.zoom(1.4); state.cy.center(); }
-  state.cy.on("tap", "node", (evt) => showNode(evt.target.id()));
-  state.cy.on("dbltap", "node", (evt) => goToMemory(evt.target.id()));
+  state.cy.on("tap", "node.memory", (evt) => showNode(evt.target.id()));
+  state.cy.on("tap", "node.community", (evt) => setGraphFilter("community", String(evt.target.data("community"))));
+  state.cy.on("dbltap", "node.memory", (evt) => goToMemory(evt.target.id()));
+  state.cy.on("mouseover", "node.memory", (evt) => evt.target.addClass("hover"));
+  state.cy.on("mouseout", "node.memory", (evt) => evt.target.removeClass("hover"));
+  if (!few) state.cy.on("zoom", updateZoomLabels);
+  updateZoomLabels();
   const communities = new Set(g.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
   $("#graph-stats").textContent = `${g.nodes.length} memories · ${g.edges.length} links · ${communities.size} communities`;
-  $("#graph-canvas").dataset.nodes = String(state.cy.nodes().length);
+  $("#graph-canvas").dataset.nodes = String(state.cy.nodes(".memory").length);
   $("#graph-canvas").dataset.edges = String(state.cy.edges().length);
+  fillGraphFilters();
+  applyGraphFilter();
   renderGraphLegend(communities);
 }
 
+function updateZoomLabels() {
+  // Past LABEL_ALL_UP_TO memories, labels appear once zoomed in far enough to read them.
+  if (!state.cy || state.graph.nodes.length <= LABEL_ALL_UP_TO) return;
+  const on = state.cy.zoom() >= LABEL_ZOOM;
+  $("#graph-canvas").dataset.labels = on ? "zoom" : "hover";
+  state.cy.batch(() => state.cy.nodes(".memory").toggleClass("labelled", on));
+}
+
+function fillGraphFilters() {
+  const g = state.graph;
+  const cSel = $("#graph-filter-community");
+  const tSel = $("#graph-filter-type");
+  const keepC = cSel.value, keepT = tSel.value;
+  cSel.replaceChildren(el("option", { value: "", text: "all communities" }),
+    ...(g.communities || []).filter((c) => c.size > 1).map((c) =>
+      el("option", { value: String(c.id), text: `${c.name} (${c.size})` })));
+  const types = [...new Set(g.nodes.map((n) => n.type))].sort();
+  tSel.replaceChildren(el("option", { value: "", text: "all types" }), ...types.map((t) => el("option", { value: t, text: t })));
+  if ([...cSel.options].some((o) => o.value === keepC)) cSel.value = keepC;
+  if ([...tSel.options].some((o) => o.value === keepT)) tSel.value = keepT;
+}
+
+function setGraphFilter(kind, value) {
+  $(kind === "community" ? "#graph-filter-community" : "#graph-filter-type").value = value;
+  applyGraphFilter();
+}
+
+function applyGraphFilter() {
+  if (!state.cy) return;
+  const community = $("#graph-filter-community").value;
+  const type = $("#graph-filter-type").value;
+  state.cy.batch(() => {
+    state.cy.nodes(".memory").forEach((node) => {
+      const hide = (community !== "" && String(node.data("community")) !== community) || (type !== "" && node.data("type") !== type);
+      node.toggleClass("filtered", hide);
+    });
+    state.cy.nodes(".community").forEach((frame) => {
+      frame.toggleClass("filtered", frame.children().not(".filtered").length === 0);
+    });
+  });
+  const shown = state.cy.nodes(".memory").not(".filtered");
+  $("#graph-canvas").dataset.shown = String(shown.length);
+  if (shown.length) {
+    state.cy.fit(shown.union(shown.parents()), 30);
+    if (state.cy.zoom() > 1.3) state.cy.zoom({ level: 1.3, renderedPosition: { x: containerMid("x"), y: containerMid("y") } });
+  }
+}
+
+function containerMid(axis) {
+  const box = $("#graph-canvas").getBoundingClientRect();
+  return axis === "x" ? box.width / 2 : box.height / 2;
+}
+
 function communityPacking(nodes) {
-  // Large graphs: a force layout of thousands of nodes would keep the page busy for
-  // seconds, so each community is drawn as a sunflower-spiral disc and the discs are
-  // packed in rows, biggest first (O(n), stable for the same communities).
+  // Fallback when the server sent no positions: each community a sunflower-spiral disc, discs in rows.
   const spacing = 30;
   const groups = new Map();
   for (const n of nodes) {
@@ -380,21 +466,29 @@ function communityPacking(nodes) {
   return positions;
 }
 
+const LEGEND_MAX = 16;
+
 function renderGraphLegend(communities) {
   const lg = $("#graph-legend");
   lg.replaceChildren();
   if (state.graphColour === "type") {
     const present = new Set(state.graph.nodes.map((n) => n.type));
     for (const [t, c] of Object.entries(TYPE_COLOURS)) {
-      if (present.has(t)) lg.append(el("span", {}, el("span", { class: "sw", style: `background:${c}` }), t));
+      if (present.has(t)) lg.append(el("a", { href: "#/graph", class: "legend-item", dataset: { type: t },
+        onclick: (ev) => { ev.preventDefault(); setGraphFilter("type", t); } },
+        el("span", { class: "sw", style: `background:${c}` }), t));
     }
-  } else {
-    const counts = {};
-    for (const n of state.graph.nodes) counts[n.community] = (counts[n.community] || 0) + 1;
-    const sorted = [...communities].sort((a, b) => counts[b] - counts[a]).slice(0, 16);
-    for (const c of sorted) lg.append(el("span", {}, el("span", { class: "sw", style: `background:${communityColour(c)}` }), `community ${c} (${counts[c]})`));
-    if (communities.size > sorted.length) lg.append(el("span", { text: `… ${communities.size - sorted.length} more` }));
+    return;
   }
+  const named = (state.graph.communities || []).filter((c) => communities.has(c.id));
+  const shown = named.slice(0, LEGEND_MAX);
+  for (const c of shown) {
+    lg.append(el("a", { href: "#/graph", class: "legend-item", dataset: { community: String(c.id) }, title: `most central: ${c.top_members.join(", ")}`,
+      onclick: (ev) => { ev.preventDefault(); setGraphFilter("community", String(c.id)); } },
+      el("span", { class: "sw", style: `background:${communityColour(c.id)}` }),
+      el("span", { class: "legend-name", text: c.name }), el("span", { class: "muted", text: ` ${c.size}` })));
+  }
+  if (named.length > shown.length) lg.append(el("span", { class: "muted", text: `… ${named.length - shown.length} more (filter by community above)` }));
 }
 
 function showNode(id) {
@@ -403,9 +497,12 @@ function showNode(id) {
   const card = $("#graph-node");
   card.hidden = false;
   card.replaceChildren(
-    el("h4", { text: n.id }),
+    el("h4", { text: n.title || n.id }),
+    n.title && n.title !== n.id ? el("div", { class: "mem-id muted", text: n.id }) : null,
     el("div", {}, el("span", { class: "type-chip", style: "margin-left:0", text: n.type }),
-      " ", el("span", { class: "muted", text: `community ${n.community ?? "–"} · importance ${fmt(n.importance, 2)}` })),
+      " ", el("span", { class: "muted", text: `importance ${fmt(n.importance, 2)}` })),
+    el("div", { class: "node-community" }, el("span", { class: "sw", style: `background:${communityColour(n.community)}` }),
+      communityName(n.community)),
     el("p", { text: n.l0 || "" }),
     el("button", { type: "button", class: "primary small", id: "graph-open", onclick: () => goToMemory(n.id), text: "Open memory" }));
 }
@@ -415,36 +512,150 @@ function setGraphColour(mode) {
   for (const b of document.querySelectorAll("#graph-colour button")) b.classList.toggle("on", b.dataset.colour === mode);
   if (!state.cy || !state.graph) return;
   const byId = new Map(state.graph.nodes.map((n) => [n.id, n]));
-  state.cy.nodes().forEach((node) => node.data("colour", nodeColour(byId.get(node.id()))));
+  state.cy.nodes(".memory").forEach((node) => node.data("colour", nodeColour(byId.get(node.id()))));
   const communities = new Set(state.graph.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
   renderGraphLegend(communities);
 }
 
 /* ---------- governance ---------- */
 
-function evidenceText(ev) {
-  if (ev === null || ev === undefined) return "";
-  if (typeof ev === "string") return ev;
-  if (Array.isArray(ev)) return ev.map(evidenceText).join("\n");
-  return Object.entries(ev).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("\n");
+const EVIDENCE_LABELS = {
+  age_days: "age (days)", modified: "last modified", loads: "loads in the window", window_days: "window (days)",
+  importance: "importance", ttl_days: "TTL (days)", centrality_ratio: "centrality (x average)", degree: "links",
+  reason: "reason", text_overlap: "text overlap", shared_tags: "shared tags", keep: "keep",
+};
+
+function memLink(id) {
+  return el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(id)}`, text: id });
+}
+
+function plainValue(v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : fmt(v, 2);
+  if (Array.isArray(v)) return v.map(plainValue).join(", ") || "–";
+  if (typeof v === "object") return Object.entries(v).map(([k, x]) => `${k}: ${plainValue(x)}`).join("; ");
+  return String(v);
+}
+
+function kvTable(pairs) {
+  const tb = el("tbody");
+  for (const [k, v] of pairs) tb.append(el("tr", {}, el("th", { text: EVIDENCE_LABELS[k] || k.replace(/_/g, " ") }), el("td", { text: plainValue(v) })));
+  return el("table", { class: "evidence-kv" }, tb);
+}
+
+function overlapBar(value) {
+  const pct = Math.max(0, Math.min(100, 100 * (value || 0)));
+  return el("span", { class: "overlap" }, el("span", { class: "meter" }, el("i", { style: `width:${pct}%` })), ` ${fmt(value, 2)}`);
+}
+
+function similarityTable(rows, keep) {
+  // Near-duplicates: which pairs overlap, and by how much (word-bigram Jaccard).
+  const t = el("table", { class: "data evidence-sim" },
+    el("thead", {}, el("tr", {}, el("th", { text: "memory" }), el("th", { text: "memory" }), el("th", { text: "overlap" }))));
+  const tb = el("tbody");
+  for (const r of rows) {
+    tb.append(el("tr", {}, el("td", {}, memLink(r.a), r.a === keep ? el("span", { class: "keep", text: "keep" }) : null),
+      el("td", {}, memLink(r.b), r.b === keep ? el("span", { class: "keep", text: "keep" }) : null), el("td", {}, overlapBar(r.overlap))));
+  }
+  t.append(tb);
+  return t;
+}
+
+function sideBySide(ids, ev) {
+  // Conflicts: the two memories in two columns: type, importance, and the sentences that disagree.
+  const wrap = el("div", { class: "evidence-conflict" });
+  const head = el("div", { class: "sbs" }, ...ids.map((id) => el("div", { class: "sbs-col" },
+    el("div", { class: "sbs-head" }, memLink(id)),
+    el("div", { class: "muted" }, `${(ev.types || {})[id] || ""}`, (ev.importance || {})[id] !== undefined ? ` · importance ${plainValue(ev.importance[id])}` : ""))));
+  wrap.append(head);
+  for (const pair of ev.contradictions || []) {
+    wrap.append(el("div", { class: "sbs contradiction" }, ...ids.map((id) =>
+      el("blockquote", { class: "sbs-col", text: pair[id] || "" }))));
+  }
+  const facts = [];
+  if (ev.text_overlap !== undefined) facts.push(["text_overlap", ev.text_overlap]);
+  if (ev.shared_tags && ev.shared_tags.length) facts.push(["shared_tags", ev.shared_tags]);
+  if (facts.length) wrap.append(kvTable(facts));
+  return wrap;
+}
+
+function flagList(flags) {
+  return el("ul", { class: "flag-list" }, ...flags.map((f) =>
+    el("li", {}, el("b", { text: f.by }), el("span", { class: "muted", text: ` ${String(f.at || "").slice(0, 16).replace("T", " ")}: ` }), f.reason)));
+}
+
+function evidenceView(f) {
+  const ev = f.evidence || {};
+  const ids = f.memory_ids || [];
+  if (f.kind === "consolidation" && Array.isArray(ev.similarity)) return similarityTable(ev.similarity, ev.keep);
+  if (f.kind === "conflict" && ids.length === 2) return sideBySide(ids, ev);
+  if (f.kind === "flag" && Array.isArray(ev.flags)) return flagList(ev.flags);
+  const pairs = Object.entries(ev).filter(([, v]) => v !== null && v !== undefined && !(Array.isArray(v) && !v.length));
+  return pairs.length ? kvTable(pairs) : null;
 }
 
 async function loadGovernance() {
-  let data;
+  let data, proposals;
   try {
-    data = await api("GET", "/api/governance");
+    [data, proposals] = await Promise.all([api("GET", "/api/governance"), api("GET", "/api/proposals")]);
   } catch (e) {
     showBanner(`Governance failed: ${e.message}`);
     return;
   }
   const findings = data.findings || [];
-  $("#gov-count").textContent = findings.length ? String(findings.length) : "";
-  $("#gov-summary").textContent = findings.length
-    ? `${findings.length} finding${findings.length === 1 ? "" : "s"} waiting for your judgment`
+  const pending = proposals.proposals || [];
+  const waiting = findings.length + pending.length;
+  $("#gov-count").textContent = waiting ? String(waiting) : "";
+  $("#gov-summary").textContent = waiting
+    ? `${findings.length} finding${findings.length === 1 ? "" : "s"}` +
+      (pending.length ? ` and ${pending.length} merge proposal${pending.length === 1 ? "" : "s"}` : "") + " waiting for your judgment"
     : "Nothing needs your judgment.";
+  const props = $("#gov-proposals");
+  props.replaceChildren(...pending.map(proposalCard));
+  props.hidden = !pending.length;
   const list = $("#gov-list");
   list.replaceChildren();
   for (const f of findings) list.append(findingCard(f));
+}
+
+function diffView(text) {
+  const pre = el("pre", { class: "diff" });
+  for (const line of (text || "").split("\n")) {
+    const kind = line.startsWith("+++") || line.startsWith("---") ? "file" : line.startsWith("@@") ? "hunk"
+      : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+    pre.append(el("span", { class: `d-${kind}`, text: line }));
+  }
+  return pre;
+}
+
+function proposalCard(p) {
+  const decide = async (decision) => {
+    try {
+      const r = await api("POST", `/api/proposals/${encodeURIComponent(p.id)}/${decision}`, {});
+      showBanner(decision === "accept" ? `Accepted: ${r.saved} is now version ${r.version}` +
+        (r.archived && r.archived.length ? `; archived ${r.archived.map((a) => a.id).join(", ")}` : "") : `Rejected ${p.id}`, "info");
+      await Promise.all([loadGovernance(), loadHealthBadge()]);
+    } catch (e) {
+      showBanner(`${decision} failed: ${e.message}`);
+      if (e.status === 409) loadGovernance();
+    }
+  };
+  const by = [p.by, p.origin === "sampling" ? (p.note || "drafted by the client's model") : null, (p.created_at || "").slice(0, 16).replace("T", " ")]
+    .filter(Boolean).join(" · ");
+  return el("div", { class: "card proposal" + (p.stale ? " stale" : ""), dataset: { proposal: p.id, kind: "proposal" } },
+    el("div", { class: "body" },
+      el("span", { class: "kind", dataset: { kind: "proposal" }, text: p.origin === "sampling" ? "merge draft" : "merge proposal" }),
+      p.stale ? el("span", { class: "stale-tag", text: " stale" }) : null,
+      el("div", { class: "title" }, "Merge ", ...p.ids.slice(1).map((id, i) => [i ? ", " : "", memLink(id)]), " into ", memLink(p.into),
+        el("span", { class: "muted", text: ` (keeps its id; ${p.ids.slice(1).join(", ")} would be archived)` })),
+      el("div", {}, el("b", { text: "New summary: " }), p.l0),
+      el("div", { class: "muted small-note", text: by }),
+      p.stale ? el("div", { class: "editor-note conflict", text: `Stale: ${(p.stale_reasons || []).join("; ")}. Accepting is refused; reject it and ask for a fresh proposal.` }) : null,
+      ...(p.diffs || []).map((d) => el("details", { class: "diff-box", open: true },
+        el("summary", {}, "Changes to ", el("span", { class: "mem-id", text: d.path })), diffView(d.diff)))),
+    el("div", { class: "acts" },
+      el("button", { type: "button", class: "small primary", dataset: { action: "accept" }, disabled: p.stale, onclick: () => decide("accept"), text: "Accept" }),
+      el("button", { type: "button", class: "small", dataset: { action: "reject" }, onclick: () => decide("reject"), text: "Reject" })));
 }
 
 function findingCard(f) {
@@ -475,15 +686,16 @@ function findingCard(f) {
     acts.append(el("button", { type: "button", class: "small", dataset: { action: "dismiss" }, onclick: () => act("dismiss"), text: "Dismiss" }));
   }
   const subjects = ids.length
-    ? el("div", {}, ...ids.map((id, i) => [i ? ", " : "", el("a", { class: "mem-id", href: `#/memories/${encodeURIComponent(id)}`, text: id })]))
+    ? el("div", {}, ...ids.map((id, i) => [i ? ", " : "", memLink(id)]))
     : (f.paths && f.paths.length ? el("div", { class: "mem-id", text: f.paths.join(", ") }) : null);
+  const evidence = evidenceView(f);
   return el("div", { class: "card", dataset: { finding: f.id, kind: f.kind } },
     el("div", { class: "body" },
-      el("span", { class: "kind", dataset: { kind: f.kind }, text: f.kind.replace(/_/g, " ") }),
+      el("span", { class: "kind", dataset: { kind: f.kind }, text: f.kind === "flag" ? `flagged ${(f.evidence || {}).flag_kind || ""}` : f.kind.replace(/_/g, " ") }),
       f.severity && f.severity !== "info" ? el("span", { class: "muted", text: `  ${f.severity}` }) : null,
       el("div", { class: "title", text: f.reason || f.title || "" }),
       subjects,
-      f.evidence ? el("div", { class: "evidence", text: evidenceText(f.evidence) }) : null,
+      evidence ? el("div", { class: "evidence" }, evidence) : null,
       f.suggestion ? el("div", { class: "suggest" }, el("b", { text: "Suggested: " }), f.suggestion) : null),
     acts);
 }
@@ -500,17 +712,26 @@ async function loadMemories() {
   }
 }
 
+function listSummary(m) {
+  // The l0 under the title, unless it only repeats a section heading (a note whose first heading is "Settings").
+  const l0 = (m.l0 || "").trim();
+  if (!l0 || l0 === m.display_title || (l0 === m.title && m.title !== m.display_title)) return "";
+  return l0;
+}
+
 function renderMemoryList() {
   const q = $("#mem-filter").value.trim().toLowerCase();
   const type = $("#mem-type-filter").value;
   const list = $("#mem-list");
   list.replaceChildren();
   const shown = state.memories.filter((m) => (!type || m.type === type) &&
-    (!q || m.id.toLowerCase().includes(q) || (m.l0 || "").toLowerCase().includes(q) || (m.tags || []).some((t) => t.toLowerCase().includes(q))));
+    (!q || m.id.toLowerCase().includes(q) || (m.display_title || "").toLowerCase().includes(q) ||
+      (m.l0 || "").toLowerCase().includes(q) || (m.tags || []).some((t) => t.toLowerCase().includes(q))));
   for (const m of shown.slice(0, 500)) {
     list.append(el("li", { dataset: { id: m.id }, class: state.editing && state.editing.id === m.id ? "active" : null, onclick: () => goToMemory(m.id) },
-      el("span", { class: "mem-id", text: m.id }), el("span", { class: "type-chip", text: m.type }),
-      el("span", { class: "l0", text: m.l0 || "" })));
+      el("span", { class: "mem-title", text: m.display_title || m.id }), el("span", { class: "type-chip", text: m.type }),
+      listSummary(m) ? el("span", { class: "l0", text: listSummary(m) }) : null,
+      (m.display_title || m.id) !== m.id ? el("span", { class: "mem-id small-id", text: m.id }) : null));
   }
   if (shown.length > 500) list.append(el("li", { class: "muted", text: `… ${shown.length - 500} more: narrow the filter` }));
 }
@@ -721,7 +942,9 @@ function init() {
   $("#sim-show-rendered").addEventListener("click", toggleRendered);
   $("#sim-copy-rendered").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText($("#sim-rendered").textContent));
   for (const b of document.querySelectorAll("#graph-colour button")) b.addEventListener("click", () => setGraphColour(b.dataset.colour));
-  $("#graph-fit").addEventListener("click", () => state.cy && state.cy.fit());
+  $("#graph-fit").addEventListener("click", () => { $("#graph-filter-community").value = ""; $("#graph-filter-type").value = ""; applyGraphFilter(); });
+  $("#graph-filter-community").addEventListener("change", applyGraphFilter);
+  $("#graph-filter-type").addEventListener("change", applyGraphFilter);
   $("#gov-refresh").addEventListener("click", loadGovernance);
   $("#mem-filter").addEventListener("input", renderMemoryList);
   $("#mem-type-filter").addEventListener("change", renderMemoryList);
@@ -733,7 +956,9 @@ function init() {
   window.addEventListener("hashchange", route);
   loadStatus().then(route);
   loadHealthBadge();
-  api("GET", "/api/governance").then((d) => { $("#gov-count").textContent = (d.findings || []).length || ""; }).catch(() => {});
+  Promise.all([api("GET", "/api/governance"), api("GET", "/api/proposals")])
+    .then(([d, p]) => { $("#gov-count").textContent = (d.findings || []).length + (p.proposals || []).length || ""; })
+    .catch(() => {});
   listenForChanges();
 }
 

@@ -1,0 +1,214 @@
+"""The readable map and the governance queue in real headless Chromium, against real daemon processes.
+
+- The graph of the Obsidian help vault (a copy in a temp folder: the daemon
+  writes router files into its workspace, and the shared corpus must stay
+  untouched): communities laid out apart in named frames, a legend of names,
+  filters by community and type, labels on zoom.
+- The governance view: a near-duplicate finding as a similarity table, a
+  conflict as its contradicting sentences side by side, an agent's flag with its
+  reason, and a merge proposal with its diff, accepted from the page.
+- The Memories list shows titles.
+
+Screenshots of these views go to the test artifacts folder; with
+``CTXOS_UPDATE_SCREENSHOTS=1`` they also replace ``docs/screenshots/`` (palette
+PNGs, kept small), so an ordinary test run leaves the checkout clean. Playwright drives Debian's
+``/usr/bin/chromium``, as in ``test_web_browser.py``.
+"""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import shared_data
+from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
+from web_helpers import artifacts_dir, http
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 20_000
+DOCS_SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install -y chromium)", allow_module_level=True)
+
+BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
+        "billing-backups and keeps thirty days of point in time recovery.")
+GOVERNANCE_FILES = {
+    "03-projects/apollo-db.md": memory_text("apollo-db", BODY, type="project", tags=["billing", "db"]),
+    "03-projects/apollo-storage.md": memory_text("apollo-storage", BODY + " Restores are tested monthly.",
+                                                 type="project", tags=["billing", "db"]),
+    "08-rules/go-style.md": memory_text("go-style", "Go code style for the team. Always use tabs for indentation "
+                                        "in Go source files. Run gofmt before each commit.", type="rule",
+                                        tags=["go", "style"]),
+    "04-skills/go-format.md": memory_text("go-format", "How we format Go code. Never use tabs for indentation in "
+                                          "Go source files. Run gofmt before each commit.", type="skill",
+                                          tags=["go", "style"]),
+    "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill"),
+}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 820})
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+@pytest.fixture
+def daemon_on(tmp_path: Path) -> Iterator[Any]:
+    started: list[DaemonProcess] = []
+
+    def start(root: Path) -> DaemonProcess:
+        proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True, debounce_ms=50)
+        started.append(proc)
+        assert proc.http_url, proc.output()[-3000:]
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def shot(pg: Any, name: str, *, full_page: bool = False) -> Path:
+    """Screenshot to the artifacts folder and, with CTXOS_UPDATE_SCREENSHOTS=1, as a small PNG to docs/screenshots/."""
+    from PIL import Image
+    raw = pg.screenshot(full_page=full_page)
+    (artifacts_dir() / f"{name}.png").write_bytes(raw)
+    if os.environ.get("CTXOS_UPDATE_SCREENSHOTS") != "1":
+        return artifacts_dir() / f"{name}.png"
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    target = DOCS_SHOTS / f"{name}.png"
+    Image.open(io.BytesIO(raw)).convert("RGB").quantize(colors=128).save(target, optimize=True)
+    print(f"screenshot: {target} ({target.stat().st_size // 1024} KiB)")
+    return target
+
+
+def api(url: str, method: str, path: str, body: Any = None) -> Any:
+    result = http(method, url + path, body)
+    assert result.status < 400, result.body
+    return result.json()
+
+
+def test_obsidian_graph_is_a_named_map_with_filters(page: Any, tmp_path: Path, daemon_on: Any) -> None:
+    vault = tmp_path / "obsidian-help"
+    shutil.copytree(shared_data("obsidian-help"), vault)
+    for folder in [vault, *vault.rglob("*")]:
+        if folder.is_dir():
+            folder.chmod(0o755)                  # the copy keeps the corpus's read-only bits
+    daemon = daemon_on(vault)
+    url = daemon.http_url
+    graph = api(url, "GET", "/api/graph")
+    assert all(isinstance(n["x"], float) for n in graph["nodes"])       # positions come from the server
+    named = [c for c in graph["communities"] if c["size"] > 1]
+    page.goto(url + "/#/graph")
+    page.wait_for_function("document.querySelector('#graph-canvas').dataset.nodes === String(%d)" % len(graph["nodes"]))
+    # The legend names communities by their terms, largest first; never "community 3".
+    legend = page.locator("#graph-legend .legend-item .legend-name")
+    shown = [legend.nth(i).inner_text() for i in range(legend.count())]
+    assert shown == [c["name"] for c in graph["communities"]][:16]
+    assert not any(s.startswith("community ") for s in shown) and "sync · folders · files" in shown
+    # Each community of 3+ memories is a frame labelled with its name.
+    frames = page.evaluate("state.cy.nodes('.community').map((n) => n.data('label'))")
+    assert sorted(frames) == sorted(c["name"] for c in named if c["size"] >= 3)
+    # 172 memories: labels on hover, all of them once zoomed in.
+    assert page.evaluate("document.querySelector('#graph-canvas').dataset.labels") == "hover"
+    shot(page, "graph-obsidian")
+    # (void: returning the cytoscape object would make Playwright serialise the whole graph)
+    page.evaluate("void state.cy.zoom({level: 1.6, renderedPosition: {x: 400, y: 300}})")
+    page.wait_for_function("document.querySelector('#graph-canvas').dataset.labels === 'zoom'")
+    assert page.evaluate("state.cy.nodes('.memory.labelled').length") == len(graph["nodes"])
+    # Filter by community (from the legend) and by type.
+    sync = next(c for c in graph["communities"] if c["name"] == "sync · folders · files")
+    page.locator(f"#graph-legend .legend-item[data-community='{sync['id']}']").click()
+    page.wait_for_function(f"document.querySelector('#graph-canvas').dataset.shown === '{sync['size']}'")
+    assert page.input_value("#graph-filter-community") == str(sync["id"])
+    visible = page.evaluate("state.cy.nodes('.memory').not('.filtered').map((n) => n.id())")
+    assert set(visible) == {n["id"] for n in graph["nodes"] if n["community"] == sync["id"]}
+    shot(page, "graph-obsidian-one-community")
+    page.select_option("#graph-filter-community", "")
+    page.select_option("#graph-filter-type", "resource")
+    resources = sum(1 for n in graph["nodes"] if n["type"] == "resource")
+    page.wait_for_function(f"document.querySelector('#graph-canvas').dataset.shown === '{resources}'")
+    # A memory's card names its community.
+    page.select_option("#graph-filter-type", "")
+    page.evaluate("void state.cy.$id('Introduction to Obsidian Sync').emit('tap')")
+    assert "sync · folders · files" in page.inner_text("#graph-node")
+
+    # The Memories list shows titles: "Cards view", not "Cards view — Settings".
+    page.goto(url + "/#/memories")
+    item = page.locator("#mem-list li[data-id='Cards view']")
+    item.wait_for()
+    assert item.locator(".mem-title").inner_text() == "Cards view"
+    assert "Settings" not in item.inner_text()
+    intro = page.locator("#mem-list li[data-id='Introduction to Bases']")
+    assert intro.locator(".l0").inner_text().startswith("Create database-like views")
+    shot(page, "memories-titles")
+
+
+def test_governance_cards_render_evidence_and_a_proposal_is_accepted(page: Any, make_workspace: Any,
+                                                                    daemon_on: Any) -> None:
+    root = make_workspace(GOVERNANCE_FILES)
+    daemon = daemon_on(root)
+    url = daemon.http_url
+    daemon.call("flag", id="deploy", kind="stale", reason="the release checklist moved to the wiki",
+                by="mcp:claude-code")
+    proposal = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], l0="Apollo billing database",
+                           merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
+                           by="mcp:claude-code")
+    page.goto(url + "/#/governance")
+    # Near-duplicates: a similarity table, not {"a": ..., "overlap": ...}.
+    dup = page.locator(".card[data-kind='consolidation']")
+    dup.wait_for()
+    rows = dup.locator("table.evidence-sim tbody tr")
+    assert rows.count() == 1 and "apollo-db" in rows.nth(0).inner_text() and "0.86" in rows.nth(0).inner_text()
+    # A conflict: the contradicting sentences side by side, under each memory's id.
+    conflict = page.locator(".card[data-kind='conflict']")
+    quotes = conflict.locator(".contradiction blockquote")
+    assert quotes.count() == 2
+    heads = conflict.locator(".sbs-head")
+    said = {heads.nth(i).inner_text(): quotes.nth(i).inner_text() for i in range(2)}
+    assert said == {"go-format": "Never use tabs for indentation in Go source files.",
+                    "go-style": "Always use tabs for indentation in Go source files."}
+    # The agent's flag, with who said what.
+    flag = page.locator(".card[data-kind='flag']")
+    assert "mcp:claude-code" in flag.inner_text() and "the release checklist moved to the wiki" in flag.inner_text()
+    for card in (dup, conflict, flag):
+        text = card.locator(".evidence").inner_text()
+        assert "{" not in text and '"' not in text, text            # no raw JSON anywhere
+    # The proposal, with a diff against each source.
+    card = page.locator(f".card[data-proposal='{proposal['id']}']")
+    assert card.locator("details.diff-box").count() == 2
+    assert "+" + BODY + " Restores are tested monthly; the bucket is versioned." in \
+        card.locator(".d-add").first.inner_text()
+    assert page.locator("#gov-count").inner_text() == str(page.locator(".card").count())
+    shot(page, "governance", full_page=True)
+    # Accept from the page: written through the write gate, the other source archived.
+    card.locator("button[data-action='accept']").click()
+    card.wait_for(state="detached")
+    assert "the bucket is versioned" in (root / "03-projects/apollo-storage.md").read_text()
+    assert (root / "_archive/03-projects/apollo-db.md").is_file()
+    assert daemon.call("proposal", id=proposal["id"])["status"] == "accepted"
