@@ -714,8 +714,11 @@ async function loadMemories() {
 
 function listSummary(m) {
   // The l0 under the title, unless it only repeats a section heading (a note whose first heading is "Settings").
-  const l0 = (m.l0 || "").trim();
-  if (!l0 || l0 === m.display_title || (l0 === m.title && m.title !== m.display_title)) return "";
+  // A derived l0 that starts with the title ("Cards view — Cards is a type of ...") drops the repeat.
+  let l0 = (m.l0 || "").trim();
+  const title = m.display_title || m.id;
+  for (const sep of [" — ", " - ", ": "]) if (l0.startsWith(title + sep)) l0 = l0.slice(title.length + sep.length).trim();
+  if (!l0 || l0 === title || (l0 === m.title && m.title !== title)) return "";
   return l0;
 }
 
