@@ -149,7 +149,19 @@ def bench_stdio(root: Path, rounds: int) -> dict[str, Any]:
 
 
 def bench_http(url: str, rounds: int) -> dict[str, Any]:
-    return asyncio.run(_bench_mcp_client("http", url, rounds))
+    """Streamable HTTP with the daemon's stored credential (the per-user token it made on start)."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from ctxos.services.credentials import read_token
+
+    async def run() -> dict[str, Any]:
+        token = read_token()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with create_mcp_http_client(headers=headers) as http_client:
+            return await _bench_mcp_client("http", streamable_http_client(url, http_client=http_client), rounds)
+
+    return asyncio.run(run())
 
 
 def main(argv: list[str] | None = None) -> int:

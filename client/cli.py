@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.inbox_cmds",
     "ctxos.client.commands.history_cmds",
     "ctxos.client.commands.import_cmds",
+    "ctxos.client.commands.web_cmds",
 ]
 
 

@@ -8,6 +8,16 @@ parse is never overwritten), only our one entry is added or replaced, a
 timestamped backup is made, and the new text is written atomically. For
 Codex's TOML the user's text (comments included) is kept and only our table is
 replaced; the result is re-parsed and checked before anything is written.
+
+HTTP entries carry the daemon's credential in the form each tool reads
+(sources in docs/mcp.md#connect-and-the-credential):
+- user scope (a file in the home folder): the literal
+  ``Authorization: Bearer <token>`` header (Claude Code, Cursor, VS Code,
+  Windsurf), and the file is written owner-only (0600);
+- project scope (a file in the project, often committed): never the token,
+  but the tool's environment-variable reference to ``CTXOS_HTTP_TOKEN``;
+- Codex, either scope: ``bearer_token_env_var`` (Codex refuses an inline
+  bearer token in config.toml), so the token stays in the environment.
 """
 from __future__ import annotations
 
@@ -27,6 +37,12 @@ from ctxos.services.atomic import atomic_write_text
 TOOLS: tuple[str, ...] = ("claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex")
 DEFAULT_SERVER_NAME = "ctxos"
 TOKEN_ENV_VAR = "CTXOS_HTTP_TOKEN"
+# How each tool's project-scope file refers to an environment variable in a header value.
+ENV_REFERENCE: dict[str, str] = {
+    "claude-code": "${%s}",          # Claude Code: ${VAR} expansion in .mcp.json
+    "cursor": "${env:%s}",           # Cursor: ${env:NAME} config interpolation
+    "vscode": "${env:%s}",           # VS Code: ${env:NAME} predefined variable
+}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -152,15 +168,24 @@ def config_path(tool: str, scope: str, *, home: Path | None = None, project: Pat
 
 # ---------------------------------------------------------------- entries
 
+def inline_token(tool: str, scope: str) -> bool:
+    """True when the entry holds the token itself (user-scope JSON), not a reference to the environment."""
+    return tool != "codex" and scope == "user"
+
+
 def server_entry(tool: str, transport: str, *, command: list[str], workspace: Path,
-                 url: str, token: str | None) -> dict[str, Any]:
+                 url: str, token: str | None, scope: str = "user") -> dict[str, Any]:
     """One server entry in the exact shape ``tool`` reads."""
     if transport == "stdio":
         args = [*command[1:], "--workspace", str(workspace), "mcp"]
         if tool == "vscode":
             return {"type": "stdio", "command": command[0], "args": args}
         return {"command": command[0], "args": args}
-    headers = {"Authorization": f"Bearer {token}"} if token else None
+    headers = None
+    if token and inline_token(tool, scope):
+        headers = {"Authorization": f"Bearer {token}"}
+    elif token and tool in ENV_REFERENCE:
+        headers = {"Authorization": "Bearer " + ENV_REFERENCE[tool] % TOKEN_ENV_VAR}
     if tool == "claude-code":
         entry: dict[str, Any] = {"type": "http", "url": url}
     elif tool == "vscode":
@@ -184,11 +209,16 @@ def server_entry(tool: str, transport: str, *, command: list[str], workspace: Pa
 
 def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", name: str = DEFAULT_SERVER_NAME,
                  workspace: Path, http_host: str = "127.0.0.1", http_port: int = 3847,
-                 token: str | None = None, config_file: Path | None = None,
+                 token: str | None = None, token_hint: str | None = None, config_file: Path | None = None,
                  command: list[str] | None = None, home: Path | None = None,
                  project: Path | None = None, platform: str | None = None,
                  env: dict[str, str] | None = None) -> ConnectPlan:
-    """Validate a connect request and build the entry, snippet and target path."""
+    """Validate a connect request and build the entry, snippet and target path.
+
+    ``token`` is the daemon's credential (None: ``daemon.http_auth: none``);
+    ``token_hint`` says where a person finds it, for the export line of
+    entries that read it from the environment.
+    """
     spec = SPECS.get(tool)
     if spec is None:
         raise ConnectError(f"unknown tool {tool!r}; choose one of: {', '.join(TOOLS)}")
@@ -203,12 +233,13 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
     command = command or ctxos_command()
     host = f"[{http_host}]" if ":" in http_host else http_host
     url = f"http://{host}:{int(http_port)}/mcp"
-    entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token)
+    entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token,
+                         scope=scope)
     path = Path(config_file) if config_file else config_path(
         tool, scope, home=home, project=project, platform=platform, env=env)
     plan = ConnectPlan(tool=tool, transport=transport, scope=scope, name=name, path=path, fmt=spec.fmt,
                        container=spec.container, entry=entry, snippet="",
-                       secret=bool(token) and spec.fmt == "json" and transport == "http")
+                       secret=bool(token) and transport == "http" and inline_token(tool, scope))
     plan.snippet = render_toml_table(spec.container, name, entry) if spec.fmt == "toml" else \
         json.dumps({spec.container: {name: entry}}, indent=2) + "\n"
     if tool == "claude-code":
@@ -216,17 +247,21 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
         if transport == "stdio":
             plan.cli_command = ["claude", "mcp", "add", *cli_scope, name, "--", entry["command"], *entry["args"]]
         else:
-            extra = ["--header", f"Authorization: Bearer {token}"] if token else []
+            extra = ["--header", f"Authorization: {entry['headers']['Authorization']}"] if token else []
             plan.cli_command = ["claude", "mcp", "add", "--transport", "http", *cli_scope, *extra, name, url]
     if tool == "claude-code" and scope == "user" and not config_file:
         plan.notes.append("Claude Code rewrites ~/.claude.json while it runs: quit it before --write, "
                           "or run the `claude mcp add` line instead.")
     if transport == "http":
         plan.notes.append(f"HTTP needs the daemon running (ctxos daemon, or the installed service) on {url}.")
-        if token and tool == "codex":
-            plan.notes.append(f"Export the token before starting Codex: export {TOKEN_ENV_VAR}=<daemon.http_token>.")
+        if token and not inline_token(tool, scope):
+            value = f'"$(cat {token_hint})"' if token_hint else "<daemon.http_token>"
+            plan.notes.append(f"The token stays out of this file: set it in the environment {tool} starts in, "
+                              f"e.g. export {TOKEN_ENV_VAR}={value}")
         elif token:
-            plan.notes.append("The entry holds the bearer token from daemon.http_token; the file is written owner-only.")
+            plan.notes.append("The entry holds the daemon's bearer token; the file is written owner-only (0600).")
+        else:
+            plan.notes.append("No credential: the daemon runs with daemon.http_auth: none.")
     else:
         plan.notes.append("stdio: the tool starts `ctxos mcp`, which starts the daemon when it is not running.")
     return plan

@@ -50,6 +50,7 @@ RPC_METHOD_MODULES: list[str] = [
     "ctxos.daemon.rpc_inbox",
     "ctxos.daemon.rpc_history",
     "ctxos.daemon.rpc_import",
+    "ctxos.daemon.http_login",
 ]
 
 

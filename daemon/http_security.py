@@ -1,4 +1,4 @@
-"""Request checks for the daemon's HTTP server: Host, Origin and an optional token.
+"""Request checks for the daemon's HTTP server: Host, Origin and the credential.
 
 The daemon listens on loopback, but a web page in the user's browser can still
 reach loopback. Two attacks matter: DNS rebinding (a foreign name resolving to
@@ -11,8 +11,13 @@ on another origin (visible in the ``Origin`` header). So:
   ``Origin`` header, when present, must be the daemon's own origin (the web
   view it serves), else 403; ``Origin: null`` is refused. Tools (no browser)
   send no Origin;
-- when ``daemon.http_token`` is set, the protected prefixes also need
-  ``Authorization: Bearer <token>``, else 401 with ``WWW-Authenticate``.
+- unless ``daemon.http_auth: none``, the protected prefixes also need the
+  credential (``services/credentials.py``): ``Authorization: Bearer <token>``,
+  or the web view's session cookie from a one-time ``ctxos open`` link
+  (``http_login.py``), else 401 with ``WWW-Authenticate``. A request that
+  rides on the cookie and changes something (not GET/HEAD) must also carry our
+  own ``Origin``: browsers always send it there, so a missing one means the
+  request did not come from our page.
 
 The REST API (``rest_api.py``) reuses the same middleware through
 ``security_middleware``; it is installed once on the whole app.
@@ -26,10 +31,19 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from .http_login import WebLogin
+
 log = logging.getLogger("ctxos.daemon.http")
 
 PROTECTED_PREFIXES: tuple[str, ...] = ("/mcp", "/sse", "/messages/", "/api/")
 LOOPBACK_NAMES: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
+SAFE_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "OPTIONS"})
+NO_CREDENTIAL = "a credential is required: Authorization: Bearer <token>, or run `ctxos open` for the web view"
+
+
+def session_cookie_name(port: int) -> str:
+    """The web view's cookie; named per port because browsers share cookies across ports of one host."""
+    return f"ctxos_session_{port}"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -40,6 +54,7 @@ class SecurityPolicy:
 
     port: int
     token: str | None = None
+    login: WebLogin | None = None
     extra_origins: tuple[str, ...] = ()
     protected_prefixes: tuple[str, ...] = PROTECTED_PREFIXES
     allowed_hosts: frozenset[str] = field(init=False)
@@ -56,8 +71,18 @@ class SecurityPolicy:
         path = strip_workspace_prefix(path)
         return any(path == p.rstrip("/") or path.startswith(p) for p in self.protected_prefixes)
 
-    def check(self, path: str, host: str | None, origin: str | None,
-              authorization: str | None) -> tuple[int, str] | None:
+    @property
+    def cookie_name(self) -> str:
+        return session_cookie_name(self.port)
+
+    def bearer_ok(self, authorization: str | None) -> bool:
+        if not self.token:
+            return False
+        scheme, _, supplied = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), self.token.encode())
+
+    def check(self, path: str, host: str | None, origin: str | None, authorization: str | None,
+              session: str | None = None, method: str = "GET") -> tuple[int, str] | None:
         """Return ``(status, reason)`` to refuse a request, or None to let it through."""
         if not host or host.lower() not in self.allowed_hosts:
             return 421, f"Host header {host!r} is not this daemon's loopback address"
@@ -65,11 +90,13 @@ class SecurityPolicy:
             return None
         if origin is not None and origin.rstrip("/").lower() not in self.allowed_origins:
             return 403, f"Origin {origin!r} may not call this daemon"
-        if self.token:
-            scheme, _, supplied = (authorization or "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(supplied.strip().encode(), self.token.encode()):
-                return 401, "a bearer token is required (daemon.http_token)"
-        return None
+        if not self.token or self.bearer_ok(authorization):
+            return None
+        if self.login is not None and self.login.session_valid(session):
+            if method.upper() not in SAFE_METHODS and origin is None:
+                return 403, "a change made with the web view's session must come from the web view (no Origin)"
+            return None
+        return 401, NO_CREDENTIAL
 
 
 def strip_workspace_prefix(path: str) -> str:
@@ -80,10 +107,12 @@ def strip_workspace_prefix(path: str) -> str:
     return path
 
 
-def policy_from_config(port: int, token: object, extra_origins: Iterable[str] | None = None) -> SecurityPolicy:
-    """Build a policy; an empty or non-string token means no token."""
+def policy_from_config(port: int, token: object, extra_origins: Iterable[str] | None = None,
+                       login: WebLogin | None = None) -> SecurityPolicy:
+    """Build a policy; an empty or non-string token means no credential (``daemon.http_auth: none``)."""
     clean = token.strip() if isinstance(token, str) and token.strip() else None
-    return SecurityPolicy(port=port, token=clean, extra_origins=tuple(extra_origins or ()))
+    return SecurityPolicy(port=port, token=clean, login=login if clean else None,
+                          extra_origins=tuple(extra_origins or ()))
 
 
 def security_middleware(policy: SecurityPolicy) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
@@ -92,7 +121,8 @@ def security_middleware(policy: SecurityPolicy) -> Callable[[web.Request, Handle
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         refusal = policy.check(request.path, request.headers.get("Host"), request.headers.get("Origin"),
-                               request.headers.get("Authorization"))
+                               request.headers.get("Authorization"), request.cookies.get(policy.cookie_name),
+                               request.method)
         if refusal is None:
             return await handler(request)
         status, reason = refusal

@@ -4,7 +4,11 @@ One aiohttp server on the daemon's event loop serves
 - ``/mcp``: MCP Streamable HTTP (the SDK's ASGI app through ``asgi_bridge``);
 - ``/sse`` + ``/messages/``: the legacy MCP SSE transport, for older clients;
 - ``/api/``: the REST API (``rest_api.add_routes``);
-- ``/``: the static web view (``daemon/web``).
+- ``/``: the static web view (``daemon/web``); ``/login?code=`` turns a
+  one-time code from ``ctxos open`` into the view's session cookie.
+
+Every surface but the static page shell and ``/login`` needs the credential
+(``services/credentials.py`` decides which; ``http_security.py`` checks it).
 
 The MCP tools call the daemon's RPC registry in-process, so MCP over HTTP,
 ``ctxos mcp`` over stdio (through the socket), the CLI and the REST API all run
@@ -23,6 +27,8 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
+import re
 import logging
 import socket
 from dataclasses import dataclass
@@ -33,6 +39,7 @@ from aiohttp import web
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .asgi_bridge import asgi_handler
+from .http_login import WebLogin
 from .http_security import SecurityPolicy, policy_from_config, security_middleware
 from .mcp_server import RegistryBackend, build_mcp_server
 
@@ -41,6 +48,7 @@ log = logging.getLogger("ctxos.daemon.http")
 WEB_DIR = Path(__file__).resolve().parent / "web"
 LOOPBACK_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}
 SHUTDOWN_TIMEOUT_S = 3.0
+_LOGIN_TARGET = re.compile(r"/(w/[A-Za-z0-9._-]+/)?")    # where /login may send the browser afterwards
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,8 @@ class HttpServerComponent:
         self.port: int | None = None
         self.policy: SecurityPolicy | None = None
         self.limits = HttpLimits()
+        self.auth: Any = None                   # services.credentials.HttpAuth, once started
+        self.login = WebLogin()
         self.sse_streams = 0
         self._runner: web.AppRunner | None = None
         self._sessions_task: asyncio.Task[None] | None = None
@@ -123,6 +133,7 @@ class HttpServerComponent:
 
     async def start(self, ctx: Any) -> None:
         from ctxos.services.config import load_config
+        from ctxos.services.credentials import CredentialError, resolve_http_auth
 
         self.ctx = ctx
         # Read _config.yaml directly: components start while the engine is still loading.
@@ -131,6 +142,11 @@ class HttpServerComponent:
             # Fail closed: never serve HTTP with defaults standing in for settings we could not read.
             raise ValueError(f"HTTP is off: {config.error}; fix the file and restart the daemon "
                              f"(the socket and `ctxos mcp` over stdio keep working)")
+        try:
+            self.auth = resolve_http_auth(config)
+        except (CredentialError, OSError) as exc:
+            # Fail closed: without a credential we can trust, serve no HTTP at all.
+            raise ValueError(f"HTTP is off: {exc}") from exc
         host = str(config.get("daemon.http_host", "127.0.0.1"))
         option_port = getattr(getattr(ctx, "options", None), "http_port", None)
         port = int(option_port if option_port is not None else config.get("daemon.http_port", 3847))
@@ -139,7 +155,7 @@ class HttpServerComponent:
             address, bound_port = sock.getsockname()[:2]
             self.port = int(bound_port)
             self.url = base_url(address, self.port)
-            self.policy = policy_from_config(self.port, config.get("daemon.http_token"))
+            self.policy = policy_from_config(self.port, self.auth.token, login=self.login)
             self.limits = HttpLimits.from_config(config)
             app = self._build_app(ctx, address)
             await self._start_sessions()
@@ -152,12 +168,32 @@ class HttpServerComponent:
             await self.stop()
             raise
         ctx.http_url = self.url
+        ctx.web_login_link = self.login_link
         for name, workspace_ctx in self._named_workspaces(ctx):
             if workspace_ctx is not ctx:
                 workspace_ctx.http_url = f"{self.url}/w/{name}"
+                workspace_ctx.web_login_link = functools.partial(self.login_link, f"/w/{name}/")
         if hasattr(ctx, "add_status_provider"):
             ctx.add_status_provider("http_server", self.status)
-        log.info("HTTP on %s (MCP %s/mcp, web view %s/)", self.url, self.url, self.url)
+        log.info("HTTP on %s (MCP %s/mcp, web view: ctxos open)", self.url, self.url)
+        if self.auth.required:
+            log.info("HTTP needs the credential from %s (Authorization: Bearer, or `ctxos open`)", self.auth.source)
+        else:
+            log.warning("HTTP has NO credential (daemon.http_auth: none): any local user or program can read "
+                        "and write this workspace's memories over %s", self.url)
+
+    def login_link(self, page: str = "/") -> dict[str, Any]:
+        """For RPC ``web_login``: a one-time link to the web view ``page`` (the plain page when auth is off).
+
+        ``page`` is ``/`` or, in the per-user daemon, ``/w/<name>/``; ``/login`` goes there afterwards.
+        """
+        if self.url is None:
+            raise RuntimeError("HTTP is stopping")
+        if not (self.policy and self.policy.token):
+            return {"url": f"{self.url}{page}", "auth": "none", "expires_in_s": None}
+        code = self.login.issue_code()
+        to = "" if page == "/" else f"&to={page}"
+        return {"url": f"{self.url}/login?code={code}{to}", "auth": "token", "expires_in_s": self.login.code_ttl_s}
 
     def status(self) -> dict[str, Any]:
         try:
@@ -165,7 +201,9 @@ class HttpServerComponent:
         except (AttributeError, RuntimeError):   # before the app is built
             sessions = None
         return {"url": self.url, "mcp": f"{self.url}/mcp", "sse": f"{self.url}/sse",
+                "auth": self.auth.mode if self.auth else None,
                 "token_required": bool(self.policy and self.policy.token),
+                "token_source": self.auth.source if self.auth else None, **self.login.counts(),
                 "mcp_sessions": len(sessions) if sessions is not None else None,
                 "sse_streams": self.sse_streams, "limits": dataclasses.asdict(self.limits)}
 
@@ -186,6 +224,7 @@ class HttpServerComponent:
             self._add_web_view(sub)
             app.add_subapp(f"/w/{name}/", sub)
             self.workspace_mcps[name] = mcp
+        app.router.add_get("/login", self._login)
         self._add_web_view(app)
         return app
 
@@ -213,6 +252,32 @@ class HttpServerComponent:
         app.router.add_route("POST", "/messages/", sse_handler)
         self._add_rest(app, ctx)
         return mcp
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        """``/login?code=``: spend a one-time code, set the session cookie, go to the page.
+
+        The cookie is HttpOnly (page scripts cannot read it), SameSite=Strict (no
+        other site's page makes the browser send it) and lives as long as the
+        session. Nothing here is cached or sent on as a Referer.
+        """
+        assert self.policy is not None
+        headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+        # Only this daemon's own pages: never an open redirect to another site.
+        to = request.query.get("to", "/")
+        page = to if _LOGIN_TARGET.fullmatch(to) else "/"
+        if not self.policy.token:
+            return web.Response(status=303, headers={**headers, "Location": page})
+        session = self.login.redeem(request.query.get("code"))
+        if session is None:
+            log.warning("refused a web log-in: the code is unknown, used or expired")
+            return web.Response(status=401, headers=headers, content_type="text/html", text=(
+                "<!doctype html><meta charset=utf-8><title>AI Context OS: log-in link used or expired</title>"
+                "<p>This log-in link was already used or has expired. Run <code>ctxos open</code> "
+                "for a new one.</p>"))
+        response = web.Response(status=303, headers={**headers, "Location": page})
+        response.set_cookie(self.policy.cookie_name, session, max_age=int(self.login.session_ttl_s), path="/",
+                            httponly=True, samesite="Strict")
+        return response
 
     def _bounded_sse(self, handler: Any, cap: int) -> Any:
         """Legacy ``/sse``: each GET is a long-lived stream (and a session); at most ``cap`` at once."""
@@ -288,6 +353,8 @@ class HttpServerComponent:
             self._runner = None
         if self.ctx is not None and getattr(self.ctx, "http_url", None) == self.url:
             self.ctx.http_url = None
+            self.ctx.web_login_link = None
         for _name, workspace_ctx in self._named_workspaces(self.ctx) if self.ctx is not None else []:
             if str(getattr(workspace_ctx, "http_url", None) or "").startswith(f"{self.url}/w/"):
                 workspace_ctx.http_url = None
+                workspace_ctx.web_login_link = None

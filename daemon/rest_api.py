@@ -270,7 +270,7 @@ class RestApi:
         data["intents"] = known_intents(config)
         data["types"] = list(MEMORY_TYPES)
         data["signals"] = list(SIGNALS)
-        data["auth"] = bool(config.get("daemon.http_token"))
+        data["auth"] = (data.get("http_server") or {}).get("auth")    # "token" or "none" (the opt-out)
         return json_response(data)
 
     async def health(self, request: web.Request) -> web.Response:

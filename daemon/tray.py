@@ -173,6 +173,7 @@ class TrayState:
     http_url: str | None = None
     pid: int | None = None
     error: str | None = None
+    config_error: str | None = None      # "_config.yaml line 3: ..." while the file is broken
     refreshed_at: float | None = None
 
     def title(self) -> str:
@@ -180,7 +181,8 @@ class TrayState:
             return f"AI Context OS: {self.error}"
         score = "..." if self.score is None else str(self.score)
         text = f"AI Context OS: health {score} ({self.band.name}), {self.decay} decay, {self.conflict} conflict"
-        return text + (" - watching paused" if self.paused else "")
+        text += " - watching paused" if self.paused else ""
+        return text + (f" - CONFIG ERROR: {self.config_error}" if self.config_error else "")
 
 
 def _open_command() -> list[str] | None:
@@ -234,6 +236,8 @@ class TrayApp:
             info(lambda: f"Health score: {'...' if s.score is None else s.score} ({s.band.name})"),
             info(lambda: f"Decay findings: {s.decay}"),
             info(lambda: f"Conflict findings: {s.conflict}"),
+            item(lambda _i: f"Config error: {s.config_error}", None, enabled=False,
+                 visible=lambda _i: bool(s.config_error)),
             menu.SEPARATOR,
             item("Open web view", act("open_web_view", self.do_open_web_view), default=True,
                  enabled=lambda _i: bool(s.http_url)),
@@ -274,6 +278,7 @@ class TrayApp:
                 status = self.backend.call("status") or {}
                 s.pid = status.get("pid")
                 s.http_url = status.get("http") or None
+                s.config_error = status.get("config_error") or None
                 watcher = status.get("watcher") if isinstance(status.get("watcher"), dict) else {}
                 s.paused = bool(watcher.get("paused", False))
                 if status.get("state") not in (None, "ready"):
@@ -347,12 +352,16 @@ class TrayApp:
         return result
 
     def do_open_web_view(self) -> str | None:
+        """Open the web view through a one-time log-in link (RPC ``web_login``), as ``ctxos open`` does."""
         url = self.state.http_url or (self.backend.call("status") or {}).get("http")
         if not url:
             log.info("tray: the web view is off (daemon started with --no-http)")
             return None
-        webbrowser.open(url)
-        return url
+        link = str((self.backend.call("web_login") or {}).get("url") or "")
+        if not link:
+            raise RuntimeError("the daemon gave no web view link")
+        webbrowser.open(link)
+        return link
 
     def do_open_workspace(self) -> str:
         target = str(self.root)

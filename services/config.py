@@ -116,6 +116,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "daemon.http_port": (_is_port, "must be a whole number from 0 to 65535"),
     "daemon.http_token": (lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
                           "must be a non-empty string, or null"),
+    "daemon.http_auth": (lambda v: v in ("token", "none"), "must be token (the default) or none"),
     "http_limits.mcp_session_idle_s": (_is_positive, "must be a positive number of seconds"),
     "http_limits.mcp_max_sessions": (_is_positive_int, "must be a positive whole number"),
     "http_limits.sse_max_streams": (_is_positive_int, "must be a positive whole number"),
@@ -140,6 +141,10 @@ def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
         node = loaded.get(section)
         if isinstance(node, dict) and key in node and not check(node[key]):
             problems.append((dotted, f"{message}, not {node[key]!r}"))
+    daemon = loaded.get("daemon")
+    if isinstance(daemon, dict) and daemon.get("http_auth") == "none" and daemon.get("http_token"):
+        # Two settings that contradict each other: refuse rather than guess which one was meant.
+        problems.append(("daemon.http_auth", "is none but daemon.http_token is set; remove one of them"))
     return problems
 
 

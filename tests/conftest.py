@@ -1,6 +1,7 @@
 """Shared fixtures: temporary workspaces built from a dict of files."""
 from __future__ import annotations
 
+import os
 import tempfile
 import textwrap
 from pathlib import Path
@@ -37,6 +38,16 @@ def make_workspace(tmp_path: Path):
         return root
 
     return factory
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One private ``XDG_STATE_HOME`` for the whole run, set before any fixture starts a daemon.
+
+    The per-user HTTP token (services/credentials.py) lives there: never the real
+    user's. Session-wide, not per test, because module-scoped daemons start before
+    per-test fixtures run and the tests must read the token those daemons use.
+    """
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ctxos-state-")
 
 
 @pytest.fixture(autouse=True)

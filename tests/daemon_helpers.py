@@ -21,8 +21,14 @@ Use it from a test module (``tests/`` is on ``sys.path`` under pytest)::
 
         web = daemon_factory(other_root, http=True)     # HTTP on a free 127.0.0.1 port
         web.http_url                                     # e.g. "http://127.0.0.1:41234"
+        auth_headers()                                   # {"Authorization": "Bearer <the stored token>"}
 
 Or without pytest fixtures: ``with running_daemon(root) as daemon: ...``.
+
+HTTP needs a credential by default: ``auth_headers()`` reads the per-user
+token the daemon made (tests/conftest.py gives each test its own
+``XDG_STATE_HOME``); ``web_helpers.http`` and ``mcp_helpers.mcp_http_client``
+send it on their own, so a test only handles the token when it tests auth.
 
 ``daemon.output()`` returns the daemon's stdout+stderr so far (include it in
 assertion messages); ``daemon.log_file`` is its rotating log.
@@ -55,6 +61,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def auth_headers() -> dict[str, str]:
+    """``Authorization: Bearer`` with the stored per-user token, or {} when there is none (yet)."""
+    from ctxos.services.credentials import read_token
+
+    token = read_token()
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def short_runtime_dir() -> Path:

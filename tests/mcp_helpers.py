@@ -3,8 +3,12 @@ symlinked folder that leaves the workspace and a symlink into ``sources/``;
 a disk snapshot to prove refusals change nothing; the refusal cases."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Any, AsyncIterator
+
+from daemon_helpers import auth_headers
 
 TOOLS = {"get_context", "save_memory", "get_skill", "log_session",
          "review_memories", "flag_memory", "propose_merge", "draft_merge"}
@@ -108,3 +112,15 @@ def refusal_cases(workspace: Path) -> list[tuple[dict, str]]:
         ({**base, "type": "skill", "id": "rust-errors"}, "expected_version"),
         ({**base, "type": "skill", "id": "rust-errors", "expected_version": 7}, "changed since you read it"),
     ]
+
+
+@contextlib.asynccontextmanager
+async def mcp_http_client(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Any]:
+    """An SDK ``Client`` over Streamable HTTP at ``url``, sending ``headers`` (default: the stored token)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=auth_headers() if headers is None else headers) as http_client:
+        async with Client(streamable_http_client(url, http_client=http_client)) as client:
+            yield client

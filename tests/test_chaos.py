@@ -136,7 +136,7 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
             return
 
     async def mcp_writers(count: int) -> None:
-        from mcp import Client
+        from mcp_helpers import mcp_http_client
 
         async def one(n: int, client) -> None:
             version = 1
@@ -151,7 +151,8 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
                 found = re.search(r"at version (\d+)", text)
                 version = int(found.group(1)) if found else version + 1
 
-        async with Client(base + "/mcp") as c1, Client(base + "/mcp") as c2, Client(base + "/mcp") as c3:
+        async with mcp_http_client(base + "/mcp") as c1, mcp_http_client(base + "/mcp") as c2, \
+                mcp_http_client(base + "/mcp") as c3:
             clients = [c1, c2, c3]
             await asyncio.gather(*(one(n, clients[n % 3]) for n in range(count)))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tomllib
@@ -24,6 +25,9 @@ from ctxos.client.connect import (
     plan_connect,
     write_plan,
 )
+
+from daemon_helpers import daemon_factory  # noqa: F401,E402  (fixture)
+from web_helpers import http  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "connect"
 CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
@@ -152,6 +156,14 @@ def test_token_goes_into_headers_or_env_var(tmp_path):
     codex = plan_connect("codex", transport="http", workspace=tmp_path, token="s3cret", home=tmp_path, env={})
     assert codex.entry == {"url": "http://127.0.0.1:3847/mcp", "bearer_token_env_var": "CTXOS_HTTP_TOKEN"}
     assert "s3cret" not in codex.snippet
+    # project-scope files are often committed: the tool's environment reference, never the token
+    for tool, reference in (("claude-code", "${CTXOS_HTTP_TOKEN}"), ("cursor", "${env:CTXOS_HTTP_TOKEN}"),
+                            ("vscode", "${env:CTXOS_HTTP_TOKEN}")):
+        plan = plan_connect(tool, transport="http", scope="project", workspace=tmp_path, token="s3cret",
+                            project=tmp_path / tool, token_hint="/state/ctxos/http-token")
+        assert plan.entry["headers"] == {"Authorization": f"Bearer {reference}"} and not plan.secret
+        assert "s3cret" not in plan.snippet and 'export CTXOS_HTTP_TOKEN="$(cat /state/ctxos/http-token)"' \
+            in " ".join(plan.notes)
 
 
 def test_toml_replaces_our_tables_and_keeps_comments(tmp_path):
@@ -212,3 +224,69 @@ def test_cli_print_and_write(tmp_path):
 
     refused = _run_cli("--workspace", str(ws), "connect", "claude-desktop", "--transport", "http", home=home)
     assert refused.returncode == 2 and "stdio" in refused.stderr
+
+
+# ---------------------------------------------------------------- against a live daemon
+
+LIVE_TARGETS = [  # tool, scope, file name, where the servers are
+    ("claude-code", "user", "claude.json", "mcpServers"),
+    ("claude-code", "project", ".mcp.json", "mcpServers"),
+    ("cursor", "user", "mcp.json", "mcpServers"),
+    ("cursor", "project", "mcp.json", "mcpServers"),
+    ("vscode", "user", "mcp.json", "servers"),
+    ("vscode", "project", "mcp.json", "servers"),
+    ("windsurf", "user", "mcp_config.json", "mcpServers"),
+    ("codex", "user", "config.toml", "mcp_servers"),
+    ("codex", "project", "config.toml", "mcp_servers"),
+]
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """What the tool does to an environment reference: ``${VAR}`` (Claude Code), ``${env:VAR}`` (Cursor, VS Code)."""
+    import re
+
+    return re.sub(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env[m.group(1)], value)
+
+
+def _client_settings(entry: dict, env: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The URL and headers a tool sends, read from the entry it was given (as that tool reads it)."""
+    url = entry.get("url") or entry.get("serverUrl")
+    headers = {key: _expand(value, env) for key, value in (entry.get("headers") or {}).items()}
+    if "bearer_token_env_var" in entry:                        # Codex
+        headers["Authorization"] = f"Bearer {env[entry['bearer_token_env_var']]}"
+    return url, headers
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_each_http_target_works_against_a_live_daemon(make_workspace, daemon_factory, tmp_path):  # noqa: F811
+    """`ctxos connect TOOL --transport http --write` against a running default daemon: the written entry
+    (headers, or the environment reference the tool expands) opens an MCP session with the SDK client."""
+    from ctxos.services.credentials import read_token
+    from mcp_helpers import TOOLS, mcp_http_client
+
+    root = make_workspace({})
+    daemon = daemon_factory(root, http=True)
+    token = read_token()
+    env = {"CTXOS_HTTP_TOKEN": token}
+    home = tmp_path / "home"
+    for tool, scope, name, container in LIVE_TARGETS:
+        target = tmp_path / "configs" / f"{tool}-{scope}" / name
+        written = _run_cli("--workspace", str(root), "connect", tool, "--transport", "http", "--scope", scope,
+                           "--write", "--config", str(target), home=home)
+        assert written.returncode == 0, (tool, scope, written.stderr)
+        entry = _load(target)[container]["ctxos"]
+        url, headers = _client_settings(entry, env)
+        assert url == daemon.http_url + "/mcp", (tool, entry)
+        mode = stat.S_IMODE(target.stat().st_mode)
+        if scope == "user" and tool != "codex":                # the token itself: owner-only
+            assert headers == {"Authorization": f"Bearer {token}"} and mode == 0o600, (tool, mode)
+        else:                                                  # committed or shared files: no token
+            assert token not in target.read_text() and "CTXOS_HTTP_TOKEN" in target.read_text()
+            assert "CTXOS_HTTP_TOKEN" in written.stdout        # the note says what to export
+        async with mcp_http_client(url, headers=headers) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS, tool
+            result = await client.call_tool("get_context", {"query": "anything", "budget_tokens": 100})
+            assert not result.is_error, (tool, result.content)
+    # Without what the entries hold, the daemon refuses: the credential is what made them work.
+    assert http("POST", daemon.http_url + "/mcp", raw=b"{}", auth=False).status == 401

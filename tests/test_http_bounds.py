@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import DaemonProcess, daemon_factory, memory_text  # noqa: F401  (fixture)
+from daemon_helpers import DaemonProcess, auth_headers, daemon_factory, memory_text  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def _initialize(port: int) -> tuple[int, bytes]:
     try:
         conn.request("POST", "/mcp", body=INITIALIZE, headers={
             "Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream"})
+            "Accept": "application/json, text/event-stream", **auth_headers()})
         response = conn.getresponse()
         return response.status, response.read()
     finally:
@@ -75,13 +75,15 @@ def test_sse_stream_cap(make_workspace, daemon_factory) -> None:  # noqa: F811
     try:
         for _ in range(2):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-            conn.request("GET", "/sse", headers={"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream"})
+            conn.request("GET", "/sse", headers={"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream",
+                                                   **auth_headers()})
             response = conn.getresponse()
             assert response.status == 200
             held.append(conn)
         daemon.wait_for(lambda: daemon.status()["http_server"]["sse_streams"] == 2, message="two streams")
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-        conn.request("GET", "/sse", headers={"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream"})
+        conn.request("GET", "/sse", headers={"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream",
+                                                   **auth_headers()})
         refused = conn.getresponse()
         assert refused.status == 503 and b"too many open /sse streams (limit 2)" in refused.read()
         conn.close()

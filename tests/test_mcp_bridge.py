@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from ctxos.daemon.http_server import HttpServerComponent
+from daemon_helpers import auth_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +76,7 @@ async def _open_session(http: aiohttp.ClientSession, url: str) -> str:
 
 async def test_post_streams_result_and_tool_call_works(component):
     url = f"{component.url}/mcp"
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
         async with http.post(url, data=_rpc("tools/call", {"name": "get_skill", "arguments": {"name": "tea"}}, 2),
                              headers={**HEADERS, "mcp-session-id": session,
@@ -89,7 +90,7 @@ async def test_post_streams_result_and_tool_call_works(component):
 async def test_dropped_get_stream_is_noticed_so_reconnect_works(component):
     url = f"{component.url}/mcp"
     headers = {"Accept": "text/event-stream", "mcp-protocol-version": PROTOCOL}
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
         headers["mcp-session-id"] = session
         first = await asyncio.wait_for(http.get(url, headers=headers), 5)   # headers arrive before any event
@@ -108,7 +109,7 @@ async def test_dropped_get_stream_is_noticed_so_reconnect_works(component):
 
 async def test_oversize_body_is_refused(component):
     big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}}'
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=auth_headers()) as http:
         async with http.post(f"{component.url}/mcp", data=big, headers=HEADERS) as resp:
             assert resp.status == 413
             assert resp.headers.get("Connection", "").lower() == "close"
@@ -121,7 +122,7 @@ async def test_oversize_body_is_refused(component):
 
 async def test_stop_does_not_wait_on_open_streams(component):
     url = f"{component.url}/mcp"
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
         stream = await http.get(url, headers={"Accept": "text/event-stream", "mcp-session-id": session,
                                               "mcp-protocol-version": PROTOCOL})

@@ -13,12 +13,12 @@ import socket
 
 import httpx2
 import pytest
-from mcp import Client, ClientSession
+from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
-from mcp_helpers import TOOLS, build_workspace, refusal_cases, snapshot
+from daemon_helpers import auth_headers, daemon_factory  # noqa: F401  (fixture)
+from mcp_helpers import TOOLS, build_workspace, mcp_http_client, refusal_cases, snapshot
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def _mcp_url(daemon) -> str:
 
 
 async def test_streamable_http_full_flow(daemon, workspace, tmp_path):
-    async with Client(_mcp_url(daemon)) as client:
+    async with mcp_http_client(_mcp_url(daemon)) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
 
         ctx = await client.call_tool("get_context", {"query": "deploy apollo", "budget_tokens": 300})
@@ -83,7 +83,7 @@ async def test_streamable_http_full_flow(daemon, workspace, tmp_path):
 
 
 async def test_legacy_sse_endpoint(daemon):
-    async with sse_client(daemon.http_url + "/sse") as (read, write):
+    async with sse_client(daemon.http_url + "/sse", headers=auth_headers()) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             assert {t.name for t in (await session.list_tools()).tools} == TOOLS
@@ -99,7 +99,7 @@ def _post(port: int, headers: dict[str, str], path: str = "/mcp") -> tuple[int, 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.putrequest("POST", path, skip_host=True, skip_accept_encoding=True)
     base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "Content-Length": str(len(_INIT))}
+            "Content-Length": str(len(_INIT)), **auth_headers()}
     for key, value in {**base, **headers}.items():
         conn.putheader(key, value)
     conn.endheaders(_INIT.encode())
@@ -129,7 +129,7 @@ def test_foreign_host_and_origin_are_rejected(daemon):
 def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
-    for key, value in headers.items():
+    for key, value in {**auth_headers(), **headers}.items():
         conn.putheader(key, value)
     conn.endheaders()
     response = conn.getresponse()

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from daemon_helpers import DaemonProcess, free_port, short_runtime_dir, start_daemon
+from daemon_helpers import DaemonProcess, auth_headers, free_port, short_runtime_dir, start_daemon
 from web_helpers import INVALID_FILE, MEMORY_IDS, build_workspace, http, http_daemon
 
 pytestmark = pytest.mark.slow
@@ -325,7 +325,7 @@ def test_events_report_changes_on_disk(url: str, daemon: DaemonProcess) -> None:
     parsed = urllib.parse.urlsplit(url)
     conn = HTTPConnection(parsed.hostname, parsed.port, timeout=10)
     try:
-        conn.request("GET", "/api/events", headers={"Accept": "text/event-stream"})
+        conn.request("GET", "/api/events", headers={"Accept": "text/event-stream", **auth_headers()})
         resp = conn.getresponse()
         assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
         deadline = time.monotonic() + 10
@@ -387,7 +387,7 @@ def test_event_streams_are_capped(url: str) -> None:
     try:
         for _ in range(MAX_EVENT_CLIENTS):
             conn = HTTPConnection(parsed.hostname, parsed.port, timeout=10)
-            conn.request("GET", "/api/events")
+            conn.request("GET", "/api/events", headers=auth_headers())
             resp = conn.getresponse()
             assert resp.status == 200
             assert read_event(resp, time.monotonic() + 10)[0] == "hello"
@@ -402,7 +402,7 @@ def test_event_streams_are_capped(url: str) -> None:
     try:
         deadline = time.monotonic() + 10
         while True:
-            conn.request("GET", "/api/events")
+            conn.request("GET", "/api/events", headers=auth_headers())
             resp = conn.getresponse()
             if resp.status == 200 or time.monotonic() > deadline:
                 break

@@ -593,6 +593,26 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             seen = json.loads((root / ".ctxos/tray-notified.json").read_text())["notified"]
             assert len(seen) == n_new + 1
 
+            # A broken _config.yaml: the tooltip and a menu line name the file and line.
+            good_config = (root / "_config.yaml").read_text()
+            (root / "_config.yaml").write_text(good_config + "query: [oops\n")
+            await ctx.run_write(ctx.engine.reload_config)
+            t4 = time.time()
+            component.runner.trigger_refresh()
+            await _refreshed(component, t4)
+            line = len(good_config.splitlines()) + 1
+            assert f"CONFIG ERROR: _config.yaml line {line}: not valid YAML" in app.icon.title
+            texts = [item.text for item in app.icon.menu.items if item.text and item.visible]
+            assert any(t.startswith(f"Config error: _config.yaml line {line}") for t in texts), texts
+            (root / "_config.yaml").write_text(good_config)
+            await ctx.run_write(ctx.engine.reload_config)
+            t5 = time.time()
+            component.runner.trigger_refresh()
+            await _refreshed(component, t5)
+            assert "CONFIG ERROR" not in app.icon.title
+            assert not any(t.startswith("Config error") for t in
+                           (item.text for item in app.icon.menu.items if item.text and item.visible))
+
             # Menu actions call the daemon.
             (root / "claude.md").unlink(missing_ok=True)
             router = await _activate(app, "Regenerate router files")
@@ -601,7 +621,8 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             opened = await _activate(app, "Open workspace folder")
             assert opened == str(root) and _opened(tmp_path, "xdg-open") == [str(root)]
             url = await _activate(app, "Open web view")
-            assert url == ctx.http_url and _opened(tmp_path, "browser") == [ctx.http_url]
+            # a one-time log-in link (as `ctxos open` gives), never the bare page or the token
+            assert url.startswith(ctx.http_url + "/login?code=") and _opened(tmp_path, "browser") == [url]
 
             # A real click on the docked icon runs the default item (Open web view).
             await asyncio.to_thread(click, display, window)
@@ -725,7 +746,8 @@ def test_daemon_process_shows_tray_click_opens_web_view_and_notifies(
 
     click(display, window)
     url = daemon.http_url
-    wait_until(lambda: _opened(tmp_path, "browser") == [url], what="the click to open the web view")
+    opened = wait_until(lambda: _opened(tmp_path, "browser"), what="the click to open the web view")
+    assert len(opened) == 1 and opened[0].startswith(url + "/login?code="), opened
     assert daemon.status()["tray"]["actions"] == ["open_web_view"]
 
     assert daemon.stop() == 0

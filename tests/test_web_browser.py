@@ -7,6 +7,9 @@ arriving, the graph laying out) deterministic without sleeps, and it needs no
 separate driver binary matching the browser version (Selenium would need
 Debian's ``chromium-driver`` too).
 
+Every page logs in as a person does: a one-time link from RPC ``web_login``
+(what ``ctxos open`` prints) sets the session cookie, then the page loads.
+
 Each view is screenshotted to ``test-artifacts/web/`` (or ``$CTXOS_TEST_ARTIFACTS/web``);
 the path is printed. The module is skipped, with the reason, where Chromium or
 Playwright is not installed (``.ci/run`` installs both).
@@ -58,11 +61,20 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
+def log_in(pg: Any, daemon: DaemonProcess) -> None:
+    """Follow a one-time link from the daemon's socket (as `ctxos open` does); it redirects to the page."""
+    link = daemon.call("web_login")["url"]
+    assert link.startswith(daemon.http_url + "/login?code=")
+    pg.goto(link)
+    assert pg.url == daemon.http_url + "/", pg.url                 # the code is gone from the address bar
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, daemon: DaemonProcess) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
+    log_in(pg, daemon)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}")
@@ -237,22 +249,50 @@ def test_new_memory_from_the_page(page: Any, url: str, daemon: DaemonProcess) ->
     assert page.url.endswith("#/memories/bake-on-sundays")
 
 
-def test_page_works_with_a_token(browser: Any, tmp_path: Path) -> None:
-    """With daemon.http_token set, ``/?token=...`` once is enough: API calls and the event stream carry it."""
-    root = build_workspace(tmp_path / "ws", extra_config="daemon:\n  http_token: page-token-123\n")
-    proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True)
+def test_page_needs_the_one_time_link_and_then_works(browser: Any, tmp_path: Path) -> None:
+    """No cookie: the page says to run `ctxos open` and shows no data. The link sets an HttpOnly,
+    SameSite=Strict cookie, works once, and then fetches and the event stream work with the cookie.
+    A config broken while the page is open is named (file and line) on the page."""
+    root = build_workspace(tmp_path / "ws")
+    proc = start_daemon(root, runtime_dir=short_runtime_dir(), http=True, debounce_ms=50)
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     try:
         pg = context.new_page()
         pg.set_default_timeout(TIMEOUT_MS)
-        pg.goto(proc.http_url + "/?token=page-token-123#/simulate")
+        pg.goto(proc.http_url + "/#/simulate")                      # the shell loads, the data does not
+        pg.wait_for_selector("#banner:has-text('ctxos open')")
+        assert pg.locator("#workspace-path").inner_text() == ""
+        assert pg.evaluate("document.body.dataset.auth") == "none"
+
+        link = proc.call("web_login")["url"]
+        pg.goto(link)
+        assert pg.url == proc.http_url + "/"
+        cookie, = context.cookies()
+        assert cookie["name"] == f"ctxos_session_{proc.http_port}" and cookie["httpOnly"]
+        assert cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+        assert pg.evaluate("document.cookie") == ""                  # page scripts cannot read it
         pg.wait_for_function("document.querySelector('#workspace-path').textContent.length > 0")
-        assert "token=" not in pg.url                                   # taken out of the address bar
         assert pg.locator("#workspace-path").inner_text() == str(root.resolve())
-        pg.wait_for_selector("#live-indicator[data-state='on']")      # /api/events accepted the token
+        pg.wait_for_selector("#live-indicator[data-state='on']")      # /api/events accepted the cookie
         pg.fill("#sim-query", "sourdough starter")
         pg.click("#sim-run")
         pg.wait_for_selector("#sim-table tr[data-id='sourdough']")
+
+        # The same link a second time: refused, and it says what to do.
+        other = browser.new_context()
+        try:
+            again = other.new_page()
+            response = again.goto(link)
+            assert response.status == 401 and "ctxos open" in again.content()
+            assert other.cookies() == []
+        finally:
+            other.close()
+
+        # A typo in _config.yaml: the daemon keeps its settings and the page names the file and line.
+        (root / "_config.yaml").write_text("daemon:\n  debounce_ms: 50\nquery: [oops\n", encoding="utf-8")
+        proc.wait_for(lambda: proc.status().get("config_error"), message="the config error")
+        pg.reload()
+        pg.wait_for_selector("#config-error:has-text('_config.yaml line 3')")
     finally:
         context.close()
         proc.stop()

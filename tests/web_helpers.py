@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from conftest import write_files
-from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
+from daemon_helpers import DaemonProcess, auth_headers, short_runtime_dir, start_daemon
 
 # Valid memories in WORKSPACE_FILES (the graph has exactly these nodes).
 MEMORY_IDS: tuple[str, ...] = (
@@ -183,13 +183,18 @@ class HttpResult:
 
 
 def http(method: str, url: str, body: Any = None, *, headers: dict[str, str] | None = None,
-         raw: bytes | None = None, timeout: float = 20.0) -> HttpResult:
-    """One real HTTP request (urllib: no extra client library); errors are returned, not raised."""
+         raw: bytes | None = None, timeout: float = 20.0, auth: bool = True) -> HttpResult:
+    """One real HTTP request (urllib: no extra client library); errors are returned, not raised.
+
+    Sends the stored token (``auth_headers``) unless ``auth=False`` or ``headers`` has its own Authorization.
+    """
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", "application/json")
-    for key, value in (headers or {}).items():
+    given = {key.lower() for key in (headers or {})}
+    extra = auth_headers() if auth and "authorization" not in given else {}
+    for key, value in {**extra, **(headers or {})}.items():
         req.add_header(key, value)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as res:

@@ -153,6 +153,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         # or another workspace's daemon on that port.
         print(f"ctxos: WARNING: this daemon serves NO HTTP (MCP /mcp, REST, web view): "
               f"{http_state[len('failed: '):]}", file=sys.stderr)
+    if (status.get("http_server") or {}).get("auth") == "none":
+        print(f"ctxos: WARNING: {NO_AUTH_WARNING}", file=sys.stderr)
+    elif status.get("http"):
+        print("web view: run `ctxos open`")
     return 0
 
 
@@ -165,6 +169,10 @@ def _load_now(root: Path) -> None:
         pass   # still loading after 2 s: the caller keeps polling status
     finally:
         client.close()
+
+
+NO_AUTH_WARNING = ("HTTP needs NO credential (daemon.http_auth: none): any local user or program "
+                   "can read and write this workspace's memories")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -238,6 +246,12 @@ def format_status(status: dict[str, Any]) -> str:
         f"  socket          {status.get('socket')}",
         f"  http            {status.get('http') or _http_off(status)}",
     ]
+    if status.get("http"):
+        server = status.get("http_server") or {}
+        if server.get("auth") == "none":
+            lines.append(f"  http auth       NONE - {NO_AUTH_WARNING}")
+        elif server.get("auth"):
+            lines.append(f"  http auth       bearer token ({server.get('token_source')}); web view: ctxos open")
     if "memories" in status:
         lines.append(f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
                      + ("  (see `ctxos doctor`)" if status.get("invalid_files") else ""))

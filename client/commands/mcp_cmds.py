@@ -14,6 +14,7 @@ import logging
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
 from ctxos.client.connect import DEFAULT_SERVER_NAME, TOOLS, ConnectError, plan_connect, write_plan
@@ -61,14 +62,16 @@ def run_connect(args: argparse.Namespace) -> int:
     root = require_workspace(resolve_workspace(args.workspace))
     config = load_config(root)
     host, port, address_note = str(config.get("daemon.http_host", "127.0.0.1")), None, None
+    token, token_hint = None, None
     if args.transport == "http":
         host, port, address_note = http_address(root, config)
+        token, token_hint = http_credential(config)
     try:
         plan = plan_connect(
             args.tool, transport=args.transport, scope=args.scope, name=args.name, workspace=root,
             http_host=host,
             http_port=int(port if port is not None else config.get("daemon.http_port", 3847)),
-            token=config.get("daemon.http_token") or None,
+            token=token, token_hint=token_hint,
             config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None)
     except ConnectError as exc:
         raise CliError(str(exc)) from exc
@@ -102,6 +105,24 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(f"Restart {args.tool} (or reload its MCP servers) to pick it up.")
     return 0
+
+
+def http_credential(config: Any) -> tuple[str | None, str | None]:
+    """The credential an HTTP entry must carry, and where a person finds it (see services/credentials.py).
+
+    A config that cannot be read is refused: it cannot say whether the daemon
+    wants an explicit token, the stored one or none.
+    """
+    from ctxos.services.credentials import CredentialError, resolve_http_auth
+
+    if not config.usable:
+        raise CliError(f"{config.error}; fix it first: connect cannot tell which credential the daemon "
+                       f"wants (nothing was written)")
+    try:
+        auth = resolve_http_auth(config)
+    except (CredentialError, OSError) as exc:
+        raise CliError(f"cannot read or create the HTTP token: {exc}") from exc
+    return auth.token, (str(auth.path) if auth.path else None)
 
 
 def http_address(root: Path, config: object) -> tuple[str, int, str | None]:

@@ -3,8 +3,10 @@
  * Vanilla JS on purpose: no framework and no build step, so the page served by
  * the daemon is exactly the files in this folder. Everything it shows comes
  * from the REST API under /api/ (the same engine calls the CLI and MCP use);
- * live refresh comes from /api/events (server-sent events read with fetch so
- * an optional bearer token can be sent).
+ * live refresh comes from /api/events (server-sent events read with fetch).
+ * The daemon wants its credential: a browser has it as an HttpOnly session
+ * cookie, set by the one-time link `ctxos open` prints; same-origin fetches send
+ * it by themselves, and no token ever sits in the page, its URL or storage.
  */
 "use strict";
 
@@ -19,7 +21,8 @@ const TYPE_COLOURS = {
 };
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
   "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#17becf"];
-const TOKEN_KEY = "ctxos-token";
+const LOGIN_HINT = "Not logged in to this daemon: run `ctxos open` in a terminal (or use the tray's " +
+  "\"Open web view\") to open the page with a one-time link.";
 
 const state = {
   status: null,
@@ -87,13 +90,14 @@ class ApiError extends Error {
   }
 }
 
-function authHeaders() {
-  const token = localStorage.getItem(TOKEN_KEY);
-  return token ? { Authorization: `Bearer ${token}` } : {};
+function loggedOut() {
+  state.loggedOut = true;
+  document.body.dataset.auth = "none";
+  showBanner(LOGIN_HINT);
 }
 
 async function api(method, path, body) {
-  const opts = { method, headers: { Accept: "application/json", ...authHeaders() } };
+  const opts = { method, headers: { Accept: "application/json" } };
   if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
@@ -101,10 +105,7 @@ async function api(method, path, body) {
   const res = await fetch(path, opts);
   let data = null;
   try { data = await res.json(); } catch (_) { data = null; }
-  if (res.status === 401) {
-    const token = window.prompt("This daemon requires its access token (daemon.http_token):");
-    if (token) { localStorage.setItem(TOKEN_KEY, token.trim()); return api(method, path, body); }
-  }
+  if (res.status === 401) loggedOut();
   if (!res.ok) throw new ApiError(res.status, data);
   return data;
 }
@@ -154,8 +155,11 @@ async function loadStatus() {
         typeFilter.append(el("option", { value: t, text: t }));
       }
     }
+    const config = $("#config-error");
+    config.hidden = !s.config_error;
+    config.textContent = s.config_error ? `Configuration error, the daemon keeps its last good settings: ${s.config_error}` : "";
   } catch (e) {
-    showBanner(`Cannot reach the daemon: ${e.message}`);
+    if (!state.loggedOut) showBanner(`Cannot reach the daemon: ${e.message}`);
   }
 }
 
@@ -901,7 +905,8 @@ async function listenForChanges() {
   const indicator = $("#live-indicator");
   for (;;) {
     try {
-      const res = await fetch("/api/events", { headers: { Accept: "text/event-stream", ...authHeaders() } });
+      const res = await fetch("/api/events", { headers: { Accept: "text/event-stream" } });
+      if (res.status === 401) { loggedOut(); indicator.dataset.state = "error"; return; }
       if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
       indicator.dataset.state = "on";
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -934,11 +939,6 @@ async function listenForChanges() {
 /* ---------- start ---------- */
 
 function init() {
-  const params = new URLSearchParams(location.search);
-  if (params.get("token")) {
-    localStorage.setItem(TOKEN_KEY, params.get("token"));
-    history.replaceState(null, "", location.pathname + location.hash);
-  }
   signalLegend();
   $("#sim-form").addEventListener("submit", runSimulation);
   $("#sim-budget").addEventListener("input", () => { $("#sim-budget").dataset.touched = "1"; });
