@@ -115,12 +115,16 @@ def refusal_cases(workspace: Path) -> list[tuple[dict, str]]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_http_client(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Any]:
-    """An SDK ``Client`` over Streamable HTTP at ``url``, sending ``headers`` (default: the stored token)."""
+async def mcp_http_client(url: str, headers: dict[str, str] | None = None, **client_options: Any) -> AsyncIterator[Any]:
+    """An SDK ``Client`` over Streamable HTTP at ``url``, sending ``headers`` (default: the stored token).
+
+    ``client_options`` go to ``mcp.Client`` (``sampling_callback``, ``client_info``, ...). Use this, not
+    ``Client(url)``: the daemon refuses HTTP without its credential.
+    """
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with create_mcp_http_client(headers=auth_headers() if headers is None else headers) as http_client:
-        async with Client(streamable_http_client(url, http_client=http_client)) as client:
+        async with Client(streamable_http_client(url, http_client=http_client), **client_options) as client:
             yield client

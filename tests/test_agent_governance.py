@@ -29,6 +29,7 @@ from ctxos.services.engine import Engine
 from ctxos.services.governance import dismiss_finding, governance_report
 from ctxos.services.write_gate import WriteConflict, WriteRefused
 from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
+from mcp_helpers import mcp_http_client
 
 CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
 BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
@@ -293,7 +294,7 @@ async def test_http_client_with_sampling_drafts_a_proposal(make_workspace, daemo
     root = make_workspace(FILES)
     daemon = daemon_factory(root, http=True)
     requests: list[Any] = []
-    async with Client(daemon.http_url + "/mcp", sampling_callback=await _sampling_answer(requests)) as client:
+    async with mcp_http_client(daemon.http_url + "/mcp", sampling_callback=await _sampling_answer(requests)) as client:
         review = await client.call_tool("review_memories", {})
         [consolidation] = [f for f in review.structured_content["findings"] if f["kind"] == "consolidation"]
         drafted = await client.call_tool("draft_merge", {"finding": consolidation["fingerprint"]})

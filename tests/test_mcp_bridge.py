@@ -139,9 +139,9 @@ async def test_client_disconnects_are_not_logged_as_errors(component, caplog):
     caplog.set_level(logging.DEBUG)
     url = f"{component.url}/mcp"
     host, port = component.url.removeprefix("http://").split(":")
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
-        headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}
+        headers = {**HEADERS, **auth_headers(), "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}
         call = _rpc("tools/call", {"name": "get_context", "arguments": {"query": "tea"}}, request_id=7)
         for _ in range(3):                       # a client that sends a call and hangs up at once
             reader, writer = await asyncio.open_connection(host, int(port))

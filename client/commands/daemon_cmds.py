@@ -27,6 +27,7 @@ from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemo
 EXIT_NOT_RUNNING = 3
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
+HTTP_SETTLE_S = 5.0      # how long `start` waits, once the workspace is ready, for HTTP to come up
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -123,6 +124,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     delay = 0.02
     status: dict[str, Any] | None = None
+    http_wait: float | None = None
     while time.monotonic() < deadline:
         proc = launched.process if launched is not None else None
         if proc is not None and proc.poll() is not None and not lost_race(launched):  # type: ignore[arg-type]
@@ -133,7 +135,13 @@ def cmd_start(args: argparse.Namespace) -> int:
             _load_now(root)
             continue
         if status is not None and status.get("state") != "loading":
-            break
+            # The socket answers before the HTTP component has started: give it a moment, so the
+            # address (or the loud warning) printed below is the real one.
+            if "http" in (status.get("components") or {}) or status.get("http"):
+                break
+            http_wait = http_wait or time.monotonic() + HTTP_SETTLE_S
+            if time.monotonic() > http_wait:
+                break
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
     if status is None:
