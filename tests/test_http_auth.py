@@ -168,8 +168,16 @@ def test_login_codes_and_sessions_expire_and_are_capped() -> None:
 def test_http_auth_none_serves_openly_and_warns_at_every_start(make_workspace):
     root = make_workspace(SKILL)
     (root / "_config.yaml").write_text("daemon:\n  http_port: 0\n  http_auth: none\n", encoding="utf-8")
+    from ctxos.daemon.runtime_paths import user_log_path
+
+    def warnings_logged() -> int:
+        """In the per-user daemon's log (shared by the test run: count what each start adds)."""
+        text = user_log_path().read_text() if user_log_path().exists() else ""
+        return text.count("HTTP has NO credential (daemon.http_auth: none)")
+
     try:
-        for start in (1, 2):
+        for _ in (1, 2):
+            before = warnings_logged()
             started = _ctxos(root, "start")
             assert started.returncode == 0, started.stderr
             assert "WARNING: HTTP needs NO credential (daemon.http_auth: none)" in started.stderr
@@ -180,8 +188,7 @@ def test_http_auth_none_serves_openly_and_warns_at_every_start(make_workspace):
             assert http("GET", base + "/api/status", auth=False).status == 200
             link = _ctxos(root, "open", "--print").stdout.splitlines()[0]
             assert link == base + "/"
-            log = (root / ".ctxos" / "logs" / "daemon.log").read_text()
-            assert log.count("HTTP has NO credential (daemon.http_auth: none)") == start
+            assert warnings_logged() == before + 1                      # logged at every start
             assert _ctxos(root, "stop").returncode == 0
     finally:
         _ctxos(root, "stop")
@@ -239,3 +246,33 @@ def test_another_uid_cannot_plant_a_rule_or_read_the_token(make_workspace, daemo
     created = http("POST", daemon.http_url + "/api/memories", RULE)
     assert created.status in (200, 201), created.body
     assert auth_headers()["Authorization"].endswith(read_token() or "?")
+
+
+def test_open_link_of_a_workspace_in_the_per_user_daemon(make_workspace):
+    """`ctxos -w beta open` in the per-user daemon: the link lands on /w/beta/ and the cookie reads beta's data."""
+    alpha = make_workspace({"_config.yaml": "daemon:\n  http_port: 0\n", **SKILL})
+    beta = make_workspace(SKILL)
+    for name, root in (("alpha", alpha), ("beta", beta)):
+        assert _ctxos(root, "workspace", "add", str(root), "--name", name).returncode == 0
+    started = _ctxos(alpha, "start", "--no-tray")
+    assert started.returncode == 0, started.stderr
+    base = json.loads(_ctxos(alpha, "status", "--json").stdout)["http"]
+    pid = json.loads(_ctxos(alpha, "status", "--json").stdout)["pid"]
+    try:
+        link = _ctxos(beta, "open", "--print").stdout.splitlines()[0]
+        assert link.startswith(base + "/login?code=") and link.endswith("&to=/w/beta/"), link
+        login = urllib.parse.urlsplit(link)
+        response = _raw(base, "GET", f"{login.path}?{login.query}")
+        assert response.status == 303 and response.getheader("Location") == "/w/beta/"
+        cookie = {"Cookie": response.getheader("Set-Cookie").split(";")[0]}
+        status = _raw(base, "GET", "/w/beta/api/status", cookie)
+        assert status.status == 200 and json.loads(status.body)["workspace"] == str(beta)
+        assert _raw(base, "GET", "/w/beta/api/status").status == 401
+        # /login never sends the browser to another site, whatever `to` says.
+        code = urllib.parse.parse_qs(urllib.parse.urlsplit(
+            _ctxos(alpha, "open", "--print").stdout.splitlines()[0]).query)["code"][0]
+        evil = _raw(base, "GET", f"/login?code={code}&to=https://evil.example/")
+        assert evil.status == 303 and evil.getheader("Location") == "/"
+    finally:
+        stopped = _ctxos(alpha, "stop")
+        assert stopped.returncode == 0 and f"stopped (pid {pid})" in stopped.stdout, stopped
