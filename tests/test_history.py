@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
 from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
+from mcp_helpers import mcp_http_client
 
 pytestmark = [pytest.mark.slow]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -238,7 +239,7 @@ async def test_http_mcp_writes_name_the_client_too(make_workspace, daemon_factor
     root = git_workspace(make_workspace)
     daemon = daemon_factory(root, http=True)
     assert daemon.http_url, daemon.output()[-2000:]
-    async with Client(daemon.http_url + "/mcp", client_info=Implementation(name="cursor", version="1")) as client:
+    async with mcp_http_client(daemon.http_url + "/mcp", client_info=Implementation(name="cursor", version="1")) as client:
         saved = await client.call_tool("save_memory", {
             "type": "decision", "l0": "Releases are cut on Thursdays by the on-call engineer",
             "content": "Thursday releases."})
