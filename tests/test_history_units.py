@@ -134,3 +134,41 @@ def test_sync_conflict_is_recorded_and_cleared_by_a_good_sync(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     assert team_sync.sync(plain).status == "skipped"
+
+
+@needs_git
+def test_no_commit_during_a_persons_merge_then_caught_up(tmp_path):
+    """A person is in the middle of a merge: the daemon's writes stand but are not committed into it;
+    the next commit after the merge carries them, still under the daemon's name."""
+    root = tmp_path / "ws"
+    init_workspace(root, seed_examples=False)
+    repo(root)
+    (root / "notes.txt").write_text("base\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "other")
+    (root / "notes.txt").write_text("other\n")
+    git(root, "commit", "-q", "-am", "other")
+    git(root, "checkout", "-q", "main")
+    (root / "notes.txt").write_text("main\n")
+    git(root, "commit", "-q", "-am", "main")
+    assert subprocess.run(["git", "-C", str(root), "merge", "-q", "other"], capture_output=True).returncode != 0
+    engine = Engine(root)
+    engine.load()
+    try:
+        with scope(Actor("codex via MCP", "save_memory")):
+            first = engine.save_memory(type="decision", l0="Merges are resolved by the author", content="Yes.")
+        head = git(root, "rev-parse", "HEAD")
+        assert engine.history.status()["waiting_to_commit"] == [first.rel_path]
+        assert "merge is in progress" in engine.history.status()["last_error"]
+        git(root, "merge", "--abort")
+        assert git(root, "rev-parse", "HEAD") == head
+        with scope(Actor("codex via MCP", "save_memory")):
+            second = engine.save_memory(type="decision", l0="Rebases are fine on feature branches", content="Ok.")
+        assert engine.history.status()["waiting_to_commit"] == []
+        assert sorted(git(root, "show", "--name-only", "--format=", "HEAD").split()) == \
+            sorted([first.rel_path, second.rel_path])
+        assert git(root, "log", "-1", "--format=%an").strip() == "ctxos (codex via MCP)"
+        assert "Also written earlier by ctxos for codex via MCP" in git(root, "log", "-1", "--format=%B")
+    finally:
+        engine.close()

@@ -46,6 +46,37 @@ def find_repo(root: Path) -> Path | None:
     return None
 
 
+BUSY_MARKERS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
+
+
+def git_dir(repo: Path) -> Path | None:
+    """The repository's git folder (``.git``, or where a worktree's ``.git`` file points)."""
+    dot = repo / ".git"
+    if dot.is_dir():
+        return dot
+    try:
+        text = dot.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if text.startswith("gitdir:"):
+        target = Path(text.split(":", 1)[1].strip())
+        return target if target.is_absolute() else (repo / target).resolve()
+    return None
+
+
+def busy_reason(root: Path) -> str | None:
+    """Why committing now would get in a person's way (a merge, rebase, cherry-pick in progress), or None."""
+    repo = find_repo(root)
+    folder = git_dir(repo) if repo is not None else None
+    if folder is None:
+        return None
+    for marker in BUSY_MARKERS:
+        if (folder / marker).exists():
+            what = {"MERGE_HEAD": "a merge", "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert"}
+            return f"{what.get(marker, 'a rebase')} is in progress in the repository"
+    return None
+
+
 def _env(author: str | None = None, email: str = EMAIL) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "LANG": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat",

@@ -84,6 +84,9 @@ class HistoryRecorder:
         # path -> git blob id of the bytes this recorder last committed there: a file still holding
         # them needs no `git status` before the next write, and no `ls-files` at commit (bounded).
         self._committed: dict[str, str] = {}
+        # paths the daemon wrote whose commit failed (git busy with a person's merge or rebase, a
+        # lock that did not clear): committed, still under the daemon's name, with the next commit.
+        self._uncommitted: dict[str, Actor] = {}
 
     # --- settings ----------------------------------------------------------------------
     def setting(self, key: str, default: Any) -> Any:
@@ -113,7 +116,8 @@ class HistoryRecorder:
 
     def status(self) -> dict[str, Any]:
         return {"mode": self.mode(), "commits": self.commits, "journal_entries": self.journal_entries,
-                "failures": self.failures, "last_error": self.last_error}
+                "failures": self.failures, "last_error": self.last_error,
+                "waiting_to_commit": sorted(self._uncommitted)}
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -148,6 +152,8 @@ class HistoryRecorder:
         scope = _scope.get()
         if scope is not None and rel in scope.pending.get(self.root, ()):
             return                       # written earlier in this same call: the call's commit has it
+        if rel in self._uncommitted:
+            return                       # the daemon's own text, waiting to be committed
         path = self.root / rel
         try:
             data = path.read_bytes()
@@ -182,7 +188,12 @@ class HistoryRecorder:
         try:
             with self.locked():
                 if mode == "git":
-                    self._commit(rels, actor)
+                    try:
+                        self._commit(rels, actor)
+                    except gitrepo.GitError:
+                        for rel in rels:
+                            self._uncommitted.setdefault(rel, actor)
+                        raise
                 else:
                     for rel in rels:
                         try:
@@ -196,6 +207,11 @@ class HistoryRecorder:
 
     # --- git -------------------------------------------------------------------------------
     def _commit(self, rels: list[str], actor: Actor) -> None:
+        busy = gitrepo.busy_reason(self.root)
+        if busy:
+            raise gitrepo.GitError(f"{busy}; the write is kept and committed after it")
+        earlier = [rel for rel in self._uncommitted if rel not in rels]
+        rels = [*rels, *earlier]
         described = []
         contents: dict[str, bytes | None] = {}
         for rel in rels:
@@ -206,9 +222,14 @@ class HistoryRecorder:
                 contents[rel], mid, version = None, None, None
             described.append((rel, mid, version))
         known = frozenset(rel for rel in rels if rel in self._committed)
-        if gitrepo.commit_paths(self.root, rels, commit_message(actor, described), actor.author_name,
-                                known_tracked=known):
+        message = commit_message(actor, described)
+        if earlier:
+            message += "Also written earlier by ctxos for " + ", ".join(
+                sorted({self._uncommitted[rel].client for rel in earlier})) + " (not committed then).\n"
+        if gitrepo.commit_paths(self.root, rels, message, actor.author_name, known_tracked=known):
             self.commits += 1
+        for rel in rels:
+            self._uncommitted.pop(rel, None)
         self._remember(contents)
 
     def _remember(self, contents: dict[str, bytes | None]) -> None:
@@ -224,7 +245,7 @@ class HistoryRecorder:
         """Commit the on-disk version of ``rel`` when it differs from HEAD, under the person's identity."""
         if self._committed.get(rel) == gitrepo.blob_id(data):
             return                       # still the bytes this recorder committed: already history
-        if not gitrepo.has_uncommitted_change(self.root, rel):
+        if gitrepo.busy_reason(self.root) or not gitrepo.has_uncommitted_change(self.root, rel):
             self._remember({rel: data})
             return
         who = gitrepo.person_identity(self.root)
