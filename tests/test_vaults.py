@@ -219,3 +219,18 @@ def test_real_daemon_serves_the_obsidian_vault_and_writes_nothing_into_it(daemon
     lines = {entry["id"]: entry["l0"] for entry in index["memories"]}
     assert lines["Cards view"] == "Cards view — Cards is a type of view you can use in Bases."
     assert tree(vault) == before
+
+
+@pytest.mark.slow
+def test_real_daemon_first_start_creates_nothing_in_a_writable_vault(make_workspace, daemon_factory):  # noqa: F811
+    vault = make_workspace({"Daily/Plan.md": "# Plan\n\nShip the vault support.",
+                            "Work/Plan.md": "# Plan\n\nA second plan with the same name.",
+                            "Home.md": "See [[Plan]] and ![[diagram.png]]."}, init=False)
+    before = tree(vault)
+    daemon = daemon_factory(vault)
+    assert {"Daily.Plan", "Work.Plan", "Home"} <= daemon.memory_ids()
+    router = state_dir(vault) / "router"
+    daemon.wait_for(lambda: (router / "claude.md").is_file(), timeout=30, message="router files in .ctxos/router")
+    assert {p for p in tree(vault) - before if not p.startswith(".ctxos")} == set()
+    graph = daemon.call("graph")
+    assert graph["dangling"] == []                          # the image embed is not a dangling link
