@@ -130,6 +130,9 @@ class HttpServerComponent:
         self._sessions_ready = asyncio.Event()
         self._sessions_stop = asyncio.Event()
         self.workspace_mcps: dict[str, Any] = {}    # per-user daemon: name -> that workspace's MCP server
+        self._late: dict[str, dict[str, Any]] = {}  # workspaces registered while running: their MCP handlers
+        self._late_tasks: list[asyncio.Task[None]] = []
+        self._late_args: tuple[str, Any] = ("127.0.0.1", None)
 
     async def start(self, ctx: Any) -> None:
         from ctxos.services.config import load_config
@@ -224,9 +227,55 @@ class HttpServerComponent:
             self._add_web_view(sub)
             app.add_subapp(f"/w/{name}/", sub)
             self.workspace_mcps[name] = mcp
+        if getattr(ctx, "workspaces", None) is not None:
+            self._late_args = (address, security)
+            app.router.add_route("*", "/w/{name}/{rest:.*}", self._late_workspace)
         app.router.add_get("/login", self._login)
         self._add_web_view(app)
         return app
+
+    async def _late_workspace(self, request: web.Request) -> web.StreamResponse:
+        """``/w/<name>/...`` of a workspace registered while the daemon runs (``ctxos start``, SIGHUP).
+
+        Its MCP endpoints are served at once (an MCP server of its own, built on first
+        request); the REST API and the page need a restart, since routes cannot be added
+        to a running aiohttp app.
+        """
+        name, rest = request.match_info["name"], request.match_info["rest"]
+        workspace_ctx = self.ctx.workspaces.get(name) if self.ctx is not None else None
+        if workspace_ctx is None:
+            return web.Response(status=404, text=f"no workspace named {name!r} is served here "
+                                                 f"(ctxos workspace list)\n")
+        handlers = self._late.get(name) or await self._serve_late(name, workspace_ctx)
+        if rest in ("mcp", "sse", "messages/"):
+            return await handlers[rest](request)
+        return web.Response(status=404, text=f"workspace {name!r} joined this daemon while it ran: its MCP "
+                                             f"endpoint is /w/{name}/mcp; its REST API and page are served "
+                                             f"after a restart (ctxos stop; ctxos start)\n")
+
+    async def _serve_late(self, name: str, workspace_ctx: Any) -> dict[str, Any]:
+        address, security = self._late_args
+        mcp = build_mcp_server(RegistryBackend(workspace_ctx))
+        limits = self.limits
+        streamable = mcp.streamable_http_app(transport_security=security, host=address,
+                                             session_idle_timeout=limits.mcp_session_idle_s,
+                                             max_sessions=limits.mcp_max_sessions)
+        sse = asgi_handler(mcp.sse_app(transport_security=security, host=address), f"/w/{name}")
+        ready = asyncio.Event()
+
+        async def run() -> None:
+            async with mcp.session_manager.run():
+                ready.set()
+                await self._sessions_stop.wait()
+
+        task = asyncio.create_task(run(), name=f"ctxos-mcp-sessions-{name}")
+        self._late_tasks.append(task)
+        await ready.wait()
+        handlers = {"mcp": asgi_handler(streamable, f"/w/{name}"),
+                    "sse": self._bounded_sse(sse, limits.sse_max_streams), "messages/": sse}
+        self._late[name] = handlers
+        self.workspace_mcps[name] = mcp
+        return handlers
 
     @staticmethod
     def _named_workspaces(ctx: Any) -> list[tuple[str, Any]]:
@@ -348,6 +397,9 @@ class HttpServerComponent:
             except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
                 log.warning("MCP sessions did not close cleanly", exc_info=True)
             self._sessions_task = None
+        if self._late_tasks:
+            await asyncio.wait(self._late_tasks, timeout=SHUTDOWN_TIMEOUT_S)
+            self._late_tasks.clear()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

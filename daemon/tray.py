@@ -48,7 +48,7 @@ import webbrowser
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from .tray_icon import Band, UNKNOWN, draw_icon, health_band
 from .tray_xorg import XorgAssist, is_xorg_icon
@@ -175,6 +175,8 @@ class TrayState:
     error: str | None = None
     config_error: str | None = None      # "_config.yaml line 3: ..." while the file is broken
     refreshed_at: float | None = None
+    # The per-user daemon's workspaces (status "workspaces.items"): name, state, memories, http.
+    workspaces: list[dict[str, Any]] = field(default_factory=list)
 
     def title(self) -> str:
         if self.error:
@@ -183,6 +185,13 @@ class TrayState:
         text = f"AI Context OS: health {score} ({self.band.name}), {self.decay} decay, {self.conflict} conflict"
         text += " - watching paused" if self.paused else ""
         return text + (f" - CONFIG ERROR: {self.config_error}" if self.config_error else "")
+
+
+def workspace_line(entry: dict[str, Any]) -> str:
+    """One workspace in the tray's Workspaces submenu: ``notes (default): ready, 42 memories``."""
+    state = entry.get("error") or entry.get("state") or "?"
+    memories = f", {entry['memories']} memories" if isinstance(entry.get("memories"), int) else ""
+    return f"{entry.get('name')}{' (default)' if entry.get('default') else ''}: {state}{memories}"
 
 
 def _open_command() -> list[str] | None:
@@ -242,6 +251,9 @@ class TrayApp:
             item("Open web view", act("open_web_view", self.do_open_web_view), default=True,
                  enabled=lambda _i: bool(s.http_url)),
             item("Open workspace folder", act("open_workspace", self.do_open_workspace)),
+            # The per-user daemon serves several workspaces: one line each, a click opens its page.
+            item("Workspaces", menu(lambda: tuple(self._workspace_items(item))),
+                 visible=lambda _i: len(s.workspaces) > 1),
             item("Regenerate router files", act("regenerate_router", self.do_regenerate_router)),
             item(lambda _i: "Resume watching" if s.paused else "Pause watching",
                  act("toggle_pause", self.do_toggle_pause), enabled=lambda _i: s.pause_supported),
@@ -252,6 +264,13 @@ class TrayApp:
         name = "ctxos-" + re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)
         self.icon = pystray.Icon(name, draw_icon(s.band, s.paused), s.title(), menu=menu(*entries))
         return self.icon
+
+    def _workspace_items(self, item: Any) -> Iterator[Any]:
+        def opener(name: str) -> Callable[[Any, Any], None]:
+            return lambda _icon, _item: self.submit(f"open_web_view:{name}", lambda: self.do_open_web_view(name))
+
+        for entry in list(self.state.workspaces):
+            yield item(workspace_line(entry), opener(str(entry.get("name"))), enabled=bool(entry.get("http")))
 
     def attach_notifier(self, icon: Any, use_dbus: bool = True) -> None:
         from .runtime_paths import state_dir
@@ -279,6 +298,8 @@ class TrayApp:
                 s.pid = status.get("pid")
                 s.http_url = status.get("http") or None
                 s.config_error = status.get("config_error") or None
+                served = status.get("workspaces") if isinstance(status.get("workspaces"), dict) else {}
+                s.workspaces = [w for w in served.get("items") or [] if isinstance(w, dict)]
                 watcher = status.get("watcher") if isinstance(status.get("watcher"), dict) else {}
                 s.paused = bool(watcher.get("paused", False))
                 if status.get("state") not in (None, "ready"):
@@ -351,13 +372,17 @@ class TrayApp:
             self.refresh()
         return result
 
-    def do_open_web_view(self) -> str | None:
-        """Open the web view through a one-time log-in link (RPC ``web_login``), as ``ctxos open`` does."""
+    def do_open_web_view(self, workspace: str | None = None) -> str | None:
+        """Open the web view through a one-time log-in link (RPC ``web_login``), as ``ctxos open`` does.
+
+        ``workspace``: another workspace of the per-user daemon (the link then lands on its page).
+        """
         url = self.state.http_url or (self.backend.call("status") or {}).get("http")
         if not url:
             log.info("tray: the web view is off (daemon started with --no-http)")
             return None
-        link = str((self.backend.call("web_login") or {}).get("url") or "")
+        link = str((self.backend.call("web_login", {"workspace": workspace} if workspace else {}) or {}).get("url")
+                   or "")
         if not link:
             raise RuntimeError("the daemon gave no web view link")
         webbrowser.open(link)

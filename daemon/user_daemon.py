@@ -96,6 +96,11 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
             log.error("SIGHUP: the registry could not be read, keeping the workspaces served: %s", exc)
             return
         await workspaces.sync(registry)
+        http = next((c for c in shared_started if getattr(c, "name", "") == "http"), None)
+        base = getattr(http, "url", None)
+        for ctx in workspaces.contexts():     # joined now: its MCP is served at /w/<name>/mcp (http_server)
+            if base and ctx is not getattr(http, "ctx", None) and not ctx.http_url:
+                ctx.http_url = f"{base}/w/{ctx.name}"
         _write_info(workspaces, shared_started)
         log.info("registry re-read: %d workspace(s) served", len(workspaces.contexts()))
 

@@ -142,8 +142,9 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
     assert ctxos("-w", "beta", "status", check=False).returncode == 3
 
 
-def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -> None:
-    alpha = make_workspace({"_config.yaml": "daemon:\n  http_port: 0\n"})
+@pytest.mark.anyio
+async def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -> None:
+    alpha = make_workspace({"_config.yaml": f"daemon:\n  http_port: 0\n  http_token: {TOKEN}\n"})
     beta = make_workspace({"04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive.",
                                                                     type="skill")})
     ctxos("-w", str(alpha), "start", "--no-tray")
@@ -156,6 +157,17 @@ def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -
         assert status["pid"] == pid and status["state"] == "ready" and status["memories"] == 1
         names = [row["name"] for row in json.loads(ctxos("workspace", "list", "--json").stdout)["workspaces"]]
         assert names == [alpha.name, beta.name]
+        # Its MCP endpoint is served at once over HTTP too (REST and the page after a restart).
+        base = _status(str(alpha))["http"]
+        assert status["http"] == f"{base}/w/{beta.name}"
+        async with httpx2.AsyncClient(headers=BEARER) as http_client:
+            async with streamable_http_client(status["http"] + "/mcp", http_client=http_client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool("get_context", {"query": "smoke the hive"})
+                    assert "bee-smoking" in _context_ids(result.structured_content)
+            later = await http_client.get(status["http"] + "/api/status")
+            assert later.status_code == 404 and "after a restart" in later.text
     finally:
         _stop_all(pid)
 
@@ -212,3 +224,54 @@ async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_w
         assert "zebra-shop" not in {item["id"] for item in alone["selected"]}
     finally:
         _stop_all(pid)
+
+
+def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The tray's Workspaces submenu, built with pystray's real Menu/MenuItem classes.
+
+    The icon itself needs an X server (tests/test_tray.py covers it there); this
+    checks only what the per-user daemon adds: one line per workspace from
+    ``status``, each opening that workspace's page.
+    """
+    import types
+
+    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")   # importing pystray picks a backend; no display here
+    import pystray
+
+    from ctxos.daemon import tray as tray_mod
+
+    class Backend:
+        def call(self, method: str, params: dict | None = None):
+            if method == "web_login":
+                name = (params or {}).get("workspace")
+                return {"url": f"http://127.0.0.1:9/{'w/' + name + '/' if name else ''}login?once=x"}
+            if method == "status":
+                return {"pid": 1, "state": "loading", "http": "http://127.0.0.1:9/", "workspaces": {"items": [
+                    {"name": "notes", "default": True, "state": "ready", "memories": 12,
+                     "http": "http://127.0.0.1:9"},
+                    {"name": "global", "default": False, "state": "idle", "http": "http://127.0.0.1:9/w/global"},
+                    {"name": "gone", "default": False, "state": "not served", "error": "served by another daemon"},
+                ]}}
+            return {}
+
+    class Icon:   # stands in for pystray.Icon, which needs a display
+        def __init__(self, name, image, title, menu):
+            self.menu, self.title = menu, title
+
+        def update_menu(self):
+            pass
+
+    opened: list[str] = []
+    monkeypatch.setattr(tray_mod.webbrowser, "open", opened.append)
+    app = tray_mod.TrayApp(tmp_path, Backend())
+    app.build_icon(types.SimpleNamespace(MenuItem=pystray.MenuItem, Menu=pystray.Menu, Icon=Icon))
+    app.refresh()
+    submenu = next(item for item in app.icon.menu.items if item.text == "Workspaces")
+    assert submenu.visible
+    lines = list(submenu.submenu.items)
+    assert [line.text for line in lines] == ["notes (default): ready, 12 memories", "global: idle",
+                                             "gone: served by another daemon"]
+    assert [line.enabled for line in lines] == [True, True, False]
+    lines[1](app.icon)
+    app._executor.shutdown(wait=True)
+    assert opened == ["http://127.0.0.1:9/w/global/login?once=x"]
