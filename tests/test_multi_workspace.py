@@ -275,3 +275,41 @@ def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.Monk
     lines[1](app.icon)
     app._executor.shutdown(wait=True)
     assert opened == ["http://127.0.0.1:9/w/global/login?once=x"]
+
+
+def test_web_view_switches_between_workspaces(make_workspace) -> None:
+    """The page at /w/<name>/ in headless Chromium (Debian's, through Playwright): its switcher."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip(f"Chromium not found at {chromium} (Debian: apt-get install -y chromium)")
+    alpha = make_workspace({"_config.yaml": "daemon:\n  http_port: 0\n  http_auth: none\n"})
+    beta = make_workspace({"04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive.", type="skill")})
+    ctxos("workspace", "add", str(alpha), "--name", "alpha")
+    ctxos("workspace", "add", str(beta), "--name", "beta")
+    ctxos("-w", "alpha", "start", "--no-tray")
+    pid = None
+    try:
+        status = _status("alpha")
+        pid, base = status["pid"], status["http"]
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(15_000)
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(f"{base}/w/beta/")
+                page.wait_for_function("document.querySelector('#workspace-path').textContent.length > 0")
+                assert page.text_content("#workspace-path") == str(beta)
+                switch = page.locator("#workspace-switch")
+                assert switch.is_visible() and switch.input_value() == "beta"
+                assert page.locator("#workspace-switch option").all_text_contents() == ["alpha (default)", "beta"]
+                switch.select_option("alpha")
+                page.wait_for_url(f"{base}/w/alpha/**")
+                page.wait_for_function(f"document.querySelector('#workspace-path').textContent === {json.dumps(str(alpha))}")
+                assert not errors, errors
+            finally:
+                browser.close()
+    finally:
+        _stop_all(pid)

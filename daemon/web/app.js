@@ -90,6 +90,9 @@ class ApiError extends Error {
   }
 }
 
+/* The per-user daemon serves each workspace's page at /w/<name>/ and its API under /w/<name>/api/. */
+const WORKSPACE_BASE = (location.pathname.match(/^\/w\/[^/]+/) || [""])[0];
+
 function loggedOut() {
   state.loggedOut = true;
   document.body.dataset.auth = "none";
@@ -102,7 +105,7 @@ async function api(method, path, body) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
   }
-  const res = await fetch(path, opts);
+  const res = await fetch(WORKSPACE_BASE + path, opts);
   let data = null;
   try { data = await res.json(); } catch (_) { data = null; }
   if (res.status === 401) loggedOut();
@@ -136,12 +139,28 @@ function goToMemory(id) {
 
 /* ---------- status and health badge ---------- */
 
+/* The workspace switcher: shown when the daemon serves more than one workspace. */
+function renderWorkspaceSwitch(s) {
+  const items = (s.workspaces && s.workspaces.items) || [];
+  const sel = $("#workspace-switch");
+  sel.hidden = items.length < 2;
+  if (sel.hidden || sel.options.length) return;
+  for (const w of items) {
+    sel.append(el("option", { value: w.name, text: w.name + (w.default ? " (default)" : "") }));
+  }
+  sel.value = s.name || "";
+  sel.addEventListener("change", () => {
+    location.href = `/w/${encodeURIComponent(sel.value)}/${location.hash}`;
+  });
+}
+
 async function loadStatus() {
   try {
     const s = await api("GET", "/api/status");
     state.status = s;
     $("#workspace-path").textContent = s.workspace || "";
     $("#workspace-path").title = s.workspace || "";
+    renderWorkspaceSwitch(s);
     const intents = $("#sim-intent");
     if (intents.options.length <= 1) {
       for (const name of s.intents || []) intents.append(el("option", { value: name, text: name }));
@@ -905,7 +924,7 @@ async function listenForChanges() {
   const indicator = $("#live-indicator");
   for (;;) {
     try {
-      const res = await fetch("/api/events", { headers: { Accept: "text/event-stream" } });
+      const res = await fetch(WORKSPACE_BASE + "/api/events", { headers: { Accept: "text/event-stream" } });
       if (res.status === 401) { loggedOut(); indicator.dataset.state = "error"; return; }
       if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
       indicator.dataset.state = "on";
