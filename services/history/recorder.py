@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 from .. import write_gate
 from ..memory_file import checksum_bytes
-from ..workspace import relative_path, state_dir
+from ..workspace import is_memory_path, relative_path, state_dir
 from . import gitrepo, journal
 from .actor import Actor, acting, current_actor
 
@@ -164,7 +164,7 @@ class HistoryRecorder:
             with self.locked():
                 if mode == "git":
                     self._commit_person_edit(rel, data)
-                elif mode == "journal" and rel.endswith(".md"):
+                elif mode == "journal" and _journaled(rel):
                     self._journal(rel, data, Actor(PERSON_EDIT_WHO, PERSON_EDIT_TOOL))
         except (OSError, gitrepo.GitError) as exc:
             self._fail(f"keeping the version of {rel} found on disk", exc)
@@ -200,7 +200,7 @@ class HistoryRecorder:
                             data = (self.root / rel).read_bytes()
                         except FileNotFoundError:
                             continue          # moved away: the new path's entry tells the story
-                        if rel.endswith(".md"):
+                        if _journaled(rel):
                             self._journal(rel, data, actor)
         except (OSError, gitrepo.GitError) as exc:
             self._fail(f"recording {', '.join(rels[:3])}", exc)
@@ -263,6 +263,14 @@ class HistoryRecorder:
                                version=version, checksum=checksum_bytes(data), text=text, keep=self.keep())
         if entry is not None:
             self.journal_entries += 1
+
+
+def _journaled(rel: str) -> bool:
+    """The journal keeps memories (served or archived), not router files or other generated files."""
+    from ..ontology import ARCHIVE_FOLDER
+    if rel.startswith(ARCHIVE_FOLDER + "/"):
+        return is_memory_path(rel[len(ARCHIVE_FOLDER) + 1:])
+    return is_memory_path(rel)
 
 
 def commit_message(actor: Actor, described: list[tuple[str, str | None, int | None]]) -> str:
