@@ -190,7 +190,8 @@ def decay_findings(memories: Sequence[Memory], loads: Mapping[str, int], now: da
     cutoff = now - timedelta(days=settings.decay_days)
     found = []
     for memory in memories:
-        if memory.type in settings.decay_exempt_types or memory.always_load or memory.type == "scratch":
+        if (memory.type in settings.decay_exempt_types or memory.always_load or memory.type == "scratch"
+                or memory.is_source):     # accepted references, read-only: archiving one is refused anyway
             continue
         modified = _modified(memory)
         count = int(loads.get(memory.id, 0))

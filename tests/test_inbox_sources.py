@@ -117,3 +117,15 @@ def test_cli_inbox_and_promote_in_process_and_through_the_daemon(make_workspace,
     refused = ctxos(root, "promote", "gone.md", "--type", "task", check=False)
     assert refused.returncode == 1 and "inbox/gone.md does not exist" in refused.stderr
     assert "0 in inbox" in ctxos(root, "inbox").stdout
+
+
+def test_sources_are_never_decay_candidates(make_workspace):
+    from datetime import datetime, timedelta
+    from ctxos.services.governance import GovernanceSettings, decay_findings
+    old = "---\nmodified: 2020-01-01\n---\n# Old\n\nAn old reference."
+    root = make_workspace({"sources/old-ref.md": old, "05-resources/old-note.md": old})
+    engine = Engine(root)
+    engine.load()
+    found = decay_findings(engine.store.list(), {}, datetime.now() + timedelta(days=1), GovernanceSettings())
+    assert [f.paths for f in found] == [["05-resources/old-note.md"]]
+    engine.close()
