@@ -238,6 +238,12 @@ def _os_refusal(exc: OSError, target: Path) -> WriteRefused:
     return WriteRefused(f"{target.name} could not be written ({exc.strerror or exc}); nothing was changed")
 
 
+def notify_before_write(root: Path, path: Path) -> None:
+    """Run the ``before_write`` hooks for a file about to be moved (an archive move, under the write
+    lock): history keeps a person's uncommitted edit to it first, so the move carries only the move."""
+    _run_hooks(before_write, root, path)
+
+
 def notify_written(root: Path, path: Path) -> None:
     """Run the ``after_write`` hooks for a change the gate did not write itself (an archive move:
     called for the old path and the new one, under the write lock, once the move is final)."""

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .config import Config
-from .write_gate import WriteConflict, WriteRefused, commit_memory, encode_text, notify_written
+from .write_gate import (WriteConflict, WriteRefused, commit_memory, encode_text, notify_before_write,
+                         notify_written)
 from .memory_file import L1_MARKER, L2_MARKER, render_new_file, update_frontmatter
 from .model import InvalidFile, Memory
 from .ontology import ARCHIVE_FOLDER, MEMORY_TYPES, SOURCES_FOLDER, STATE_FOLDER, TYPE_FOLDERS
@@ -446,6 +447,7 @@ def _move(root: Path, src_rel: str, dst_rel: str) -> tuple[str, str]:
             raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it")
         if _is_protected_file(src):
             raise WriteRefused(f"{src_rel} is protected; a person can unlock it with `ctxos unlock`")
+        notify_before_write(root, src)
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(src, dst)          # no-clobber: fails if dst appeared meanwhile

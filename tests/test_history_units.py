@@ -172,3 +172,30 @@ def test_no_commit_during_a_persons_merge_then_caught_up(tmp_path):
         assert "Also written earlier by ctxos for codex via MCP" in git(root, "log", "-1", "--format=%B")
     finally:
         engine.close()
+
+
+@needs_git
+def test_archiving_a_file_with_a_persons_uncommitted_edit_commits_their_edit_first(tmp_path):
+    """The move commit is a pure rename by the daemon; the person's edit is its own commit under their name."""
+    root = tmp_path / "ws"
+    init_workspace(root, seed_examples=False)
+    (root / "09-scratch").mkdir(exist_ok=True)
+    note = root / "09-scratch/idea.md"
+    note.write_text("---\nid: idea\ntype: scratch\nl0: A half-formed idea about caching\n---\nCache it.\n")
+    repo(root)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "mine")
+    note.write_text(note.read_text() + "Maybe in Redis.\n")          # the person's uncommitted edit
+    engine = Engine(root)
+    engine.load()
+    try:
+        from ctxos.services.writes import archive_memory
+        with scope(Actor("scheduler", "scratch_expiry job")):
+            archive_memory(root, engine.store, "idea")
+        log = git(root, "log", "--format=%an|%s").splitlines()
+        assert log[:2] == ["ctxos (scheduler)|scratch_expiry job: idea", "Pat|edit on disk: 09-scratch/idea.md"], log
+        assert git(root, "show", "-M", "--name-status", "--format=", "HEAD").split() == \
+            ["R100", "09-scratch/idea.md", "_archive/09-scratch/idea.md"]
+        assert "Maybe in Redis." in git(root, "show", "HEAD~1:09-scratch/idea.md")
+    finally:
+        engine.close()
