@@ -208,7 +208,7 @@ def server_entry(tool: str, transport: str, *, command: list[str], workspace: Pa
 
 
 def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", name: str = DEFAULT_SERVER_NAME,
-                 workspace: Path, http_host: str = "127.0.0.1", http_port: int = 3847,
+                 workspace: Path, http_host: str = "127.0.0.1", http_port: int = 3847, http_path: str = "",
                  token: str | None = None, token_hint: str | None = None, config_file: Path | None = None,
                  command: list[str] | None = None, home: Path | None = None,
                  project: Path | None = None, platform: str | None = None,
@@ -232,7 +232,7 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
         raise ConnectError(f"server name {name!r} must be 1-64 letters, digits, '-' or '_'")
     command = command or ctxos_command()
     host = f"[{http_host}]" if ":" in http_host else http_host
-    url = f"http://{host}:{int(http_port)}/mcp"
+    url = f"http://{host}:{int(http_port)}{http_path}/mcp"    # http_path: /w/<name> (per-user daemon)
     entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token,
                          scope=scope)
     path = Path(config_file) if config_file else config_path(

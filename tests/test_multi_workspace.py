@@ -132,6 +132,18 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
             memories = (await api.get(base + "/w/beta/api/memories")).json()
             assert "bee-smoking" in json.dumps(memories) and "alpaca-shearing" not in json.dumps(memories)
 
+        # connect writes beta's own address and the credential, and that entry works.
+        target = beta / "cursor-mcp.json"
+        ctxos("-w", "beta", "connect", "cursor", "--transport", "http", "--write", "--config", str(target))
+        entry = json.loads(target.read_text())["mcpServers"]["ctxos"]
+        assert entry["url"] == f"{base}/w/beta/mcp" and entry["headers"] == BEARER
+        async with httpx2.AsyncClient(headers=entry["headers"]) as http_client:
+            async with streamable_http_client(entry["url"], http_client=http_client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool("get_context", {"query": "bee smoking hive"})
+                    assert "bee-smoking" in _context_ids(result.structured_content)
+
         human = ctxos("-w", "beta", "status").stdout
         assert "alpha" in human and "beta" in human and "2 loaded" in human
     finally:
@@ -313,3 +325,14 @@ def test_web_view_switches_between_workspaces(make_workspace) -> None:
                 browser.close()
     finally:
         _stop_all(pid)
+
+
+def test_connect_without_a_daemon_writes_the_per_user_address(make_workspace) -> None:
+    alpha = make_workspace({"_config.yaml": "daemon:\n  http_port: 4999\n"})
+    beta = make_workspace({"_config.yaml": "daemon:\n  http_port: 5111\n"})
+    ctxos("workspace", "add", str(alpha), "--name", "alpha")
+    ctxos("workspace", "add", str(beta), "--name", "beta")
+    printed = ctxos("-w", "beta", "connect", "cursor", "--transport", "http", "--print").stdout
+    assert "http://127.0.0.1:4999/w/beta/mcp" in printed and "of the default workspace" in printed
+    printed = ctxos("-w", "alpha", "connect", "cursor", "--transport", "http", "--print").stdout
+    assert "http://127.0.0.1:4999/mcp" in printed

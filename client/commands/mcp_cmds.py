@@ -62,14 +62,16 @@ def run_connect(args: argparse.Namespace) -> int:
     root = require_workspace(resolve_workspace(args.workspace))
     config = load_config(root)
     host, port, address_note = str(config.get("daemon.http_host", "127.0.0.1")), None, None
+    path = ""
     token, token_hint = None, None
     if args.transport == "http":
-        host, port, address_note = http_address(root, config)
-        token, token_hint = http_credential(config)
+        host, port, path, address_note = http_address(root, config)
+        # The per-user daemon's HTTP settings (and credential) are its default workspace's.
+        token, token_hint = http_credential(serving_config(root, config))
     try:
         plan = plan_connect(
             args.tool, transport=args.transport, scope=args.scope, name=args.name, workspace=root,
-            http_host=host,
+            http_host=host, http_path=path,
             http_port=int(port if port is not None else config.get("daemon.http_port", 3847)),
             token=token, token_hint=token_hint,
             config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None)
@@ -125,17 +127,38 @@ def http_credential(config: Any) -> tuple[str | None, str | None]:
     return auth.token, (str(auth.path) if auth.path else None)
 
 
-def http_address(root: Path, config: object) -> tuple[str, int, str | None]:
-    """The HTTP address to write for ``root``: the one its running daemon really serves.
+def serving_config(root: Path, config: Any) -> Any:
+    """The config whose HTTP settings serve ``root``: the per-user daemon's default workspace's,
+    when ``root`` is another registered workspace; else its own."""
+    from ctxos.services.config import load_config
+    from ctxos.services.workspace_registry import RegistryError, load_registry
 
-    Never a guess: a running daemon is asked (``status``); one that serves no HTTP
-    (its port was taken, say by another workspace's daemon) is refused, since the
-    configured port would reach the wrong daemon. With no daemon running, the
-    configured port is used and the note says so.
+    try:
+        registry = load_registry()
+    except RegistryError:
+        return config
+    default = registry.default_name()
+    if default is None or registry.name_for(root) in (None, default):
+        return config
+    serving = load_config(registry.workspaces[default])
+    return serving if serving.usable else config
+
+
+def http_address(root: Path, config: Any) -> tuple[str, int, str, str | None]:
+    """The HTTP address to write for ``root``: ``(host, port, path prefix, note)``.
+
+    Never a guess: a running daemon is asked (``status``) and its address is used
+    as is, ``/w/<name>`` included for a workspace of the per-user daemon that is
+    not its default; one that serves no HTTP (its port was taken, say by another
+    daemon) is refused, since the configured port would reach the wrong daemon.
+    With no daemon running, the port the per-user daemon would use (its default
+    workspace's ``daemon.http_port``) and this workspace's ``/w/<name>`` prefix,
+    and the note says so.
     """
     from urllib.parse import urlsplit
 
     from ctxos.client.commands.daemon_cmds import query_status
+    from ctxos.services.workspace_registry import RegistryError, load_registry
 
     status = query_status(root)
     if status is not None:
@@ -146,11 +169,20 @@ def http_address(root: Path, config: object) -> tuple[str, int, str | None]:
                            f"(daemon.http_port, or stop what holds the port) and restart it, or use "
                            f"--transport stdio")
         parts = urlsplit(url)
-        return parts.hostname or "127.0.0.1", int(parts.port or 80), f"address from the running daemon: {url}"
-    port = int(config.get("daemon.http_port", 3847))  # type: ignore[attr-defined]
-    host = str(config.get("daemon.http_host", "127.0.0.1"))  # type: ignore[attr-defined]
-    return host, port, (f"no daemon is running for {root}: wrote the configured port {port} "
-                        f"(daemon.http_port); start it with `ctxos start` and check `ctxos status`")
+        return (parts.hostname or "127.0.0.1", int(parts.port or 80), parts.path.rstrip("/"),
+                f"address from the running daemon: {url}")
+    serving = serving_config(root, config)
+    port = int(serving.get("daemon.http_port", 3847))
+    host = str(serving.get("daemon.http_host", "127.0.0.1"))
+    path = ""
+    if serving is not config:
+        try:
+            path = f"/w/{load_registry().name_for(root)}"
+        except RegistryError:
+            path = ""
+    return host, port, path, (f"no daemon is running for {root}: wrote the configured port {port} "
+                              f"(daemon.http_port{' of the default workspace' if path else ''}); start it "
+                              f"with `ctxos start` and check `ctxos status`")
 
 
 # ---------------------------------------------------------------- mcp (stdio)
