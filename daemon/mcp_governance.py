@@ -28,6 +28,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, CreateMessageResult, SamplingMessage, TextContent
 from pydantic import BaseModel, Field
 
+from .mcp_server import client_label   # "<client name> via MCP", as history names the author
+
 log = logging.getLogger("ctxos.mcp")
 
 NOTHING_CHANGES = ("Nothing in the memory changes until a person accepts it "
@@ -78,17 +80,6 @@ class ProposalOut(BaseModel):
     status: str
     origin: str
     diffs: list[dict[str, str]] = Field(description="unified diff from each source's text to the merged text")
-
-
-def _client_name(ctx: Context | None) -> str:
-    """``mcp:<client name>`` from the session's initialize params, for the person to see who asked."""
-    try:
-        params = ctx.session.client_params if ctx is not None else None
-        info = params.client_info if params is not None else None
-        name = (info.name if info is not None else "") or "client"
-    except (AttributeError, ValueError):
-        name = "client"
-    return f"mcp:{name}"
 
 
 def _finding_out(f: dict[str, Any]) -> FindingOut:
@@ -167,7 +158,7 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
                         "reason), conflict (contradicts another memory: name it)")] = "stale",
         ctx: Context = None,  # type: ignore[assignment]
     ) -> Annotated[CallToolResult, FlagOut]:
-        result = await call(backend, "flag", {"id": id, "reason": reason, "kind": kind, "by": _client_name(ctx)})
+        result = await call(backend, "flag", {"id": id, "reason": reason, "kind": kind, "by": client_label(ctx)})
         out = FlagOut(id=result["memory_id"], kind=result["kind"], reason=result["reason"],
                       fingerprint=result["fingerprint"], repeated=bool(result.get("repeated")))
         note = "was already in" if out.repeated else "is now in"
@@ -188,7 +179,7 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
         ctx: Context = None,  # type: ignore[assignment]
     ) -> Annotated[CallToolResult, ProposalOut]:
         result = await call(backend, "propose_merge", {"ids": ids, "merged_text": merged_text, "l0": l0,
-                                                       "by": _client_name(ctx), "origin": "agent"})
+                                                       "by": client_label(ctx), "origin": "agent"})
         out = _proposal_out(result)
         return tool_result(_proposal_text(out, "Stored proposal"), out)
 
@@ -245,7 +236,7 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
             raise ToolError(f"{exc}; nothing was stored") from None
         model = str(getattr(draft, "model", "") or "unknown model")
         result = await call(backend, "propose_merge", {
-            "ids": [m["id"] for m in memories], "merged_text": text, "l0": l0, "by": _client_name(ctx),
+            "ids": [m["id"] for m in memories], "merged_text": text, "l0": l0, "by": client_label(ctx),
             "origin": "sampling", "finding": match["fingerprint"], "note": f"drafted by {model}"})
         out = _proposal_out(result)
         return tool_result(_proposal_text(out, f"Stored the draft by {model} as proposal"), out)

@@ -69,18 +69,18 @@ def _kinds(engine: Engine) -> dict[str, list[Any]]:
 def test_flag_joins_the_queue_outside_the_memory_and_clears_when_the_memory_changes(engine):
     before = (engine.root / "04-skills/deploy.md").read_bytes()
     stored = flags_mod.flag_memory(engine.root, engine.get_memory("deploy"), "the checklist moved to the wiki",
-                                   "stale", by="mcp:test-agent")
+                                   "stale", by="test-agent via MCP")
     assert (engine.root / "04-skills/deploy.md").read_bytes() == before          # the memory is untouched
     assert flags_mod.flags_path(engine.root).is_file()
     assert not str(flags_mod.flags_path(engine.root)).startswith(str(engine.root / "04-skills"))
     again = flags_mod.flag_memory(engine.root, engine.get_memory("deploy"), "the checklist moved to the wiki",
-                                  "stale", by="mcp:test-agent")
+                                  "stale", by="test-agent via MCP")
     assert again["repeated"] and again["fingerprint"] == stored["fingerprint"]
-    flags_mod.flag_memory(engine.root, engine.get_memory("deploy"), "step 3 is missing", "stale", by="mcp:other")
+    flags_mod.flag_memory(engine.root, engine.get_memory("deploy"), "step 3 is missing", "stale", by="other via MCP")
     [finding] = _kinds(engine)["flag"]
     assert finding.fingerprint == stored["fingerprint"] and finding.ids == ["deploy"]
     assert [f["reason"] for f in finding.evidence["flags"]] == ["the checklist moved to the wiki", "step 3 is missing"]
-    assert "mcp:other, mcp:test-agent flagged deploy as stale" in finding.reason
+    assert "other via MCP, test-agent via MCP flagged deploy as stale" in finding.reason
 
     # Someone edits the memory: the flag is taken as acted on.
     path = engine.root / "04-skills/deploy.md"
@@ -105,7 +105,7 @@ def test_flag_can_be_dismissed_and_bad_flags_are_refused(engine):
 def test_proposal_accept_writes_through_the_gate_and_archives_the_other_sources(engine):
     proposal = props.create_proposal(engine.root, _memories(engine), ["apollo-db", "apollo-storage"],
                                      "Merged text about Apollo billing backups.", "Apollo billing backups",
-                                     by="mcp:agent")
+                                     by="agent via MCP")
     assert props.proposals_dir(engine.root).joinpath(f"{proposal.id}.json").is_file()
     assert engine.get_memory("apollo-db").version == 1                 # nothing changed yet
     shown = props.describe(proposal, _memories(engine), diffs=True)
@@ -251,7 +251,7 @@ async def test_stdio_agent_flags_and_drafts_a_merge_a_person_accepts_and_rejects
     # The person's queue (real CLI process against the real daemon).
     queue = json.loads(_cli(root, "governance", "--json").stdout)
     [flag] = [f for f in queue["findings"] if f["kind"] == "flag"]
-    assert flag["ids"] == ["deploy"] and flag["evidence"]["flags"][0]["by"] == "mcp:test-agent"
+    assert flag["ids"] == ["deploy"] and flag["evidence"]["flags"][0]["by"] == "test-agent via MCP"
     assert "the checklist skips the database migration" in _cli(root, "governance").stdout
 
     listed = json.loads(_cli(root, "proposals", "--json").stdout)["proposals"]
@@ -263,7 +263,7 @@ async def test_stdio_agent_flags_and_drafts_a_merge_a_person_accepts_and_rejects
 
     # A second proposal, made stale by a person's edit: accept refuses as a conflict, reject works.
     second = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], merged_text="Other merge.",
-                         l0="other", by="mcp:test-agent")
+                         l0="other", by="test-agent via MCP")
     storage = root / "03-projects/apollo-storage.md"
     storage.write_text(storage.read_text().replace("monthly", "every week"))
     daemon.wait_for(lambda: "every week" in daemon.call("get_memory", id="apollo-storage")["l2"] +
@@ -278,7 +278,7 @@ async def test_stdio_agent_flags_and_drafts_a_merge_a_person_accepts_and_rejects
     assert _cli(root, "accept", proposal_id, check=False).returncode == 1
     _cli(root, "reject", proposal_id)
     fresh = daemon.call("propose_merge", ids=["apollo-db", "apollo-storage"], merged_text="Final merged text.",
-                        l0="Apollo billing database and backups", by="mcp:test-agent")
+                        l0="Apollo billing database and backups", by="test-agent via MCP")
     accepted = _cli(root, "accept", fresh["id"])
     assert "apollo-db is now version 2" in accepted.stdout and "archived apollo-storage" in accepted.stdout
     daemon.wait_for(lambda: not daemon.has_memory("apollo-storage"))

@@ -789,7 +789,7 @@ def test_agent_flag_over_mcp_reaches_the_queue_and_one_tray_notification(
     queue = subprocess.run([ctxos, "--workspace", str(root), "governance", "--kind", "flag", "--json"],
                            capture_output=True, text=True, check=True, timeout=60)
     [finding] = json.loads(queue.stdout)["findings"]
-    assert finding["ids"] == ["deploy"] and finding["evidence"]["flags"][0]["by"] == "mcp:claude-test"
+    assert finding["ids"] == ["deploy"] and finding["evidence"]["flags"][0]["by"] == "claude-test via MCP"
     [(app, summary, body)] = wait_until(xenv.notifications, what="the flag's notification")
     assert app == "AI Context OS" and "1 finding needs your judgment" in summary, summary
     assert "1 flagged by agents" in body and "flag: deploy (stale)" in body, body

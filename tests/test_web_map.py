@@ -177,10 +177,10 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(page: Any, 
     daemon = daemon_on(root)
     url = daemon.http_url
     daemon.call("flag", id="deploy", kind="stale", reason="the release checklist moved to the wiki",
-                by="mcp:claude-code")
+                by="claude-code via MCP")
     proposal = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], l0="Apollo billing database",
                            merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
-                           by="mcp:claude-code")
+                           by="claude-code via MCP")
     page.goto(url + "/#/governance")
     # Near-duplicates: a similarity table, not {"a": ..., "overlap": ...}.
     dup = page.locator(".card[data-kind='consolidation']")
@@ -197,7 +197,7 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(page: Any, 
                     "go-style": "Always use tabs for indentation in Go source files."}
     # The agent's flag, with who said what.
     flag = page.locator(".card[data-kind='flag']")
-    assert "mcp:claude-code" in flag.inner_text() and "the release checklist moved to the wiki" in flag.inner_text()
+    assert "claude-code via MCP" in flag.inner_text() and "the release checklist moved to the wiki" in flag.inner_text()
     for card in (dup, conflict, flag):
         text = card.locator(".evidence").inner_text()
         assert "{" not in text and '"' not in text, text            # no raw JSON anywhere
