@@ -27,17 +27,11 @@ import pytest
 
 from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
 from web_helpers import artifacts_dir, build_workspace, http, http_daemon
+from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 15_000
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install -y chromium)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -51,37 +45,11 @@ def url(daemon: DaemonProcess) -> str:
     return daemon.http_url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-def log_in(pg: Any, daemon: DaemonProcess) -> None:
-    """Follow a one-time link from the daemon's socket (as `ctxos open` does); it redirects to the page."""
-    link = daemon.call("web_login")["url"]
-    assert link.startswith(daemon.http_url + "/login?code=")
-    pg.goto(link)
-    assert pg.url == daemon.http_url + "/", pg.url                 # the code is gone from the address bar
-
-
 @pytest.fixture
 def page(browser: Any, daemon: DaemonProcess) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    log_in(pg, daemon)
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}")
-          if not req.url.endswith("/api/events") else None)
-    yield pg
-    context.close()
-    assert not errors, f"errors in the page: {errors}"
+    with open_page(browser, width=1360, height=900, timeout_ms=TIMEOUT_MS) as pg:
+        log_in(pg, daemon)
+        yield pg
 
 
 def screenshot(pg: Any, name: str) -> Path:

@@ -27,18 +27,12 @@ import pytest
 from conftest import shared_data
 from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
 from web_helpers import artifacts_dir, http
+from browser_helpers import browser, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 20_000
 DOCS_SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install -y chromium)", allow_module_level=True)
 
 BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
         "billing-backups and keeps thirty days of point in time recovery.")
@@ -56,30 +50,15 @@ GOVERNANCE_FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 820})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    context.close()
-    assert not errors, f"errors in the page: {errors}"
+    with open_page(browser, width=1280, height=820, timeout_ms=TIMEOUT_MS) as pg:
+        yield pg
 
 
 @pytest.fixture
 def daemon_on(tmp_path: Path) -> Iterator[Any]:
+    """Start daemons on demand; stopped after the test (ask for it before ``page``, so the page closes first)."""
     started: list[DaemonProcess] = []
 
     def start(root: Path) -> DaemonProcess:
@@ -113,7 +92,7 @@ def api(url: str, method: str, path: str, body: Any = None) -> Any:
     return result.json()
 
 
-def test_obsidian_graph_is_a_named_map_with_filters(page: Any, tmp_path: Path, daemon_on: Any) -> None:
+def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: Any, page: Any) -> None:
     vault = tmp_path / "obsidian-help"
     shutil.copytree(shared_data("obsidian-help"), vault)
     for folder in [vault, *vault.rglob("*")]:
@@ -171,8 +150,8 @@ def test_obsidian_graph_is_a_named_map_with_filters(page: Any, tmp_path: Path, d
     shot(page, "memories-titles")
 
 
-def test_governance_cards_render_evidence_and_a_proposal_is_accepted(page: Any, make_workspace: Any,
-                                                                    daemon_on: Any) -> None:
+def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_workspace: Any, daemon_on: Any,
+                                                                    page: Any) -> None:
     root = make_workspace(GOVERNANCE_FILES)
     daemon = daemon_on(root)
     url = daemon.http_url
