@@ -27,11 +27,11 @@ import pytest
 from conftest import shared_data
 from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
 from web_helpers import artifacts_dir, http
-from browser_helpers import browser, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
+from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_MS = 20_000
+TIMEOUT_MS = 45_000           # generous: a loaded 2-core machine renders slowly
 DOCS_SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
@@ -103,6 +103,7 @@ def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: A
     graph = api(url, "GET", "/api/graph")
     assert all(isinstance(n["x"], float) for n in graph["nodes"])       # positions come from the server
     named = [c for c in graph["communities"] if c["size"] > 1]
+    log_in(page, daemon)
     page.goto(url + "/#/graph")
     page.wait_for_function("document.querySelector('#graph-canvas').dataset.nodes === String(%d)" % len(graph["nodes"]))
     # The legend names communities by their terms, largest first; never "community 3".
@@ -160,6 +161,7 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_worksp
     proposal = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], l0="Apollo billing database",
                            merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
                            by="claude-code via MCP")
+    log_in(page, daemon)
     page.goto(url + "/#/governance")
     # Near-duplicates: a similarity table, not {"a": ..., "overlap": ...}.
     dup = page.locator(".card[data-kind='consolidation']")
