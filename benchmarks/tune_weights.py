@@ -115,15 +115,20 @@ FACTORS = (0.0, 0.5, 0.75, 1.33, 2.0)
 SHARES = (0.0, 0.3, 0.5, 0.7, 1.0)
 
 
-def _normal(row: dict[str, float]) -> dict[str, float]:
-    total = sum(row.values()) or 1.0
-    return {k: round(v / total, 3) for k, v in row.items()}
+def _normal(row: dict[str, float], fixed: dict[str, float]) -> dict[str, float]:
+    """Rescale the tuned weights to fill what the ``FIXED`` ones (kept as shipped) leave."""
+    room = 1.0 - sum(fixed.values())
+    total = sum(v for k, v in row.items() if k not in fixed) or 1.0
+    return {k: (fixed[k] if k in fixed else round(room * v / total, 3)) for k, v in row.items()}
 
 
 def search(records: list[dict], start: dict[str, float], share: float, rounds: int = 3) -> tuple[dict, float, float]:
     """Coordinate search from ``start``: scale one weight (or change the embedding share) at a time,
     keep a change when the objective improves; stop after ``rounds`` or when nothing improves."""
-    best_w, best_share = _normal(start), share
+    start = {k: float(start.get(k, 0.0)) for k in SIGNALS}
+    shipped_total = sum(start.values()) or 1.0
+    fixed = {k: start[k] / shipped_total for k in FIXED}
+    best_w, best_share = _normal(start, fixed), share
     best = objective(records, best_w, best_share)
     for _ in range(rounds):
         improved = False
@@ -133,7 +138,7 @@ def search(records: list[dict], start: dict[str, float], share: float, rounds: i
             for factor in FACTORS:
                 trial = dict(best_w)
                 trial[name] = trial[name] * factor if trial[name] > 0 else 0.05 * factor
-                trial = _normal(trial)
+                trial = _normal(trial, fixed)
                 value = objective(records, trial, best_share)
                 if value > best + 1e-9:
                     best_w, best, improved = trial, value, True

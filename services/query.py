@@ -47,7 +47,8 @@ from .signals import Candidate, build_query_terms, normalise_weights, score_cand
 
 NEIGHBOUR_SEEDS = 5            # best first-pass candidates whose graph neighbours become candidates
 GRAPH_SEEDS = 3                # best first-pass candidates the graph signal and community bonus refer to
-DEPTH_TOKENS_PER_CANDIDATE = 20   # candidate depth grows by one per this many budget tokens ...
+DEPTH_TOKENS_PER_CANDIDATE = 40   # candidate depth grows by one per this many budget tokens ...
+VECTOR_DEPTH_SHARE = 0.5          # nearest embeddings taken: this share of the BM25 depth
 DEPTH_PER_EXTRA_WORD = 10         # ... and by this many per query word beyond three
 IMPORTANT_LEVEL = 0.8          # importance at which a memory is loaded even when less directly relevant
 NEAR_HALF = 0.5                # rescaled embedding similarity of the nearer half of the candidates
@@ -124,7 +125,7 @@ def candidate_depth(config: Any, expanded: ExpandedQuery, budget: int | None) ->
     spread over more memories); at most ``query.candidate_k_max``.
     """
     base = max(1, _int_setting(config, "query.candidate_k", 60))
-    ceiling = max(base, _int_setting(config, "query.candidate_k_max", 200))
+    ceiling = max(base, _int_setting(config, "query.candidate_k_max", 150))
     by_budget = (budget or 0) // DEPTH_TOKENS_PER_CANDIDATE
     by_words = base + DEPTH_PER_EXTRA_WORD * max(0, len(expanded.words) - 3)
     return max(base, min(ceiling, max(by_budget, by_words)))
@@ -167,26 +168,18 @@ def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
             continue            # index entry from a file the store no longer serves under that id
         cand = _add(candidates, memory, "bm25")
         cand.bm25_raw, cand.matched = hit.score, hit.matched
-    others: list[Candidate] = []
     vectors = getattr(engine, "vectors", None)
     if vectors is not None and query_vector is not None:
-        for mid, _ in vectors.nearest(query_vector, depth):
-            cand = _add(candidates, store.get(mid), "vector")
-            if cand is not None and "bm25" not in cand.sources:
-                others.append(cand)
+        for mid, _ in vectors.nearest(query_vector, max(1, int(depth * VECTOR_DEPTH_SHARE))):
+            _add(candidates, store.get(mid), "vector")
     for mid in engine.pinned_ids():
         memory = store.get(mid)
         cand = _add(candidates, memory, "pinned")
-        if cand is None:
-            continue
-        cand.reason = "rule" if memory.type == "rule" else "always_load"
-        if "bm25" not in cand.sources and cand not in others:
-            others.append(cand)
+        if cand is not None:
+            cand.reason = "rule" if memory.type == "rule" else "always_load"
     for mid in engine.important_ids(max(0, _int_setting(config, "query.importance_k", 10))):
-        cand = _add(candidates, store.get(mid), "importance")
-        if cand is not None and "bm25" not in cand.sources and cand not in others:
-            others.append(cand)
-    _score_bm25(engine, expanded, [c for c in others if not c.bm25_raw])
+        _add(candidates, store.get(mid), "importance")
+    _score_bm25(engine, expanded, [c for c in candidates.values() if "bm25" not in c.sources])
     return candidates
 
 

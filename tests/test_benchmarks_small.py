@@ -32,8 +32,18 @@ def test_bench_engine_small(tmp_path):
         for key in ("bm25_r5", "bm25_r10", "composite_r5", "composite_r10", "budget_any_tier"):
             assert 0.0 <= unit[key] <= 100.0
         assert unit["composite_r10"] >= unit["composite_r5"]
+    for model in ("lexical", "wordllama"):                      # issue 13: both semantic models
+        for unit in data["locomo"]["models"][model]["units"].values():
+            assert unit["composite_r50"] >= unit["composite_r25"] >= unit["composite_r10"]
+            low, high = unit["composite_minus_bm25"]["r10"]["ci95"]
+            assert low <= unit["composite_minus_bm25"]["r10"]["mean"] <= high
+    accuracy = data["locomo"]["intent_accuracy"]
+    assert accuracy["queries"] >= 80 and 0 < accuracy["lexical"] <= 100
     scale = data["scale"]["300"]
     assert scale["memories"] >= 290 and scale["query_ms_p95"] > 0 and scale["peak_rss_mb"] > 0
+    assert data["scale"]["300-lexical"]["model"] == "lexical"
+    embeddings = data["scale"]["embeddings"]
+    assert embeddings["memories"] >= 290 and embeddings["embed_s"] > 0 and embeddings["rss_model_and_vectors_mb"] > 0
 
 
 def test_bench_tokens_small(tmp_path):

@@ -75,7 +75,7 @@ class PrototypeClassifier:
         vector = self.model.embed([query])[0]
         if not np.any(vector):
             return {}
-        sims = self.matrix @ vector
+        sims = np.einsum("ij,j->i", self.matrix, vector)   # no BLAS threads (see vectors._dot)
         out: dict[str, tuple[float, int]] = {}
         for intent, rows in self._by_intent.items():
             values = sims[rows]

@@ -48,6 +48,12 @@ def embed_text(memory: Memory) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Row-wise dot products without BLAS: OpenBLAS spreads a matrix-vector product over threads,
+    which on a busy 2-core machine took 22 ms p50 at 10,000 x 256 instead of 0.3 ms (measured)."""
+    return np.einsum("ij,j->i", matrix, vector)
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
@@ -193,7 +199,7 @@ class VectorIndex:
         pairs = [(mid, row_of[mid]) for mid in ids if mid in row_of]
         if not pairs:
             return {}
-        values = matrix[[r for _, r in pairs]] @ query
+        values = _dot(matrix[[r for _, r in pairs]], query)
         return {mid: float(v) for (mid, _), v in zip(pairs, values)}
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -201,7 +207,7 @@ class VectorIndex:
         matrix, ids, row_of = self._state
         if k <= 0 or not row_of or not np.any(query):
             return []
-        scores = matrix @ query
+        scores = _dot(matrix, query)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
