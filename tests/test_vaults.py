@@ -175,8 +175,8 @@ def test_router_files_go_to_the_state_dir_in_a_vault_init_did_not_create(make_wo
     report = regenerate_router(engine)
     assert {f.status for f in report.files} == {"written"}
     router = state_dir(vault) / "router"
-    assert "Idea — A thought worth keeping." in (router / "claude.md").read_text()
-    assert (router / "_index.yaml").is_file()
+    assert "A thought worth keeping." in (router / "claude.md").read_text()
+    assert "l0: Idea — A thought worth keeping." in (router / "_index.yaml").read_text()
     assert {p for p in tree(vault) - before if not p.startswith(".ctxos")} == set()
     # asked for in _config.yaml: written into the vault
     write_files(vault, {"_config.yaml": "router:\n  write_to_workspace: true\n"})
