@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,22 @@ def test_archiving_a_file_with_a_persons_uncommitted_edit_commits_their_edit_fir
         assert "Maybe in Redis." in git(root, "show", "HEAD~1:09-scratch/idea.md")
     finally:
         engine.close()
+
+
+@needs_git
+def test_an_import_is_one_commit_naming_the_cli(tmp_path):
+    """``ctxos import`` (in-process, no daemon): every imported file goes through the gate, one commit."""
+    root = tmp_path / "ws"
+    init_workspace(root, seed_examples=False)
+    repo(root)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "mine")
+    source = Path(__file__).parent / "fixtures" / "import" / "basic-memory" / "project"
+    ctxos = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
+    done = subprocess.run([ctxos, "--workspace", str(root), "import", str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    author, subject = git(root, "log", "-1", "--format=%an|%s").strip().split("|")
+    assert author.startswith("ctxos (CLI as ") and subject.startswith("import: ")
+    committed = git(root, "show", "--name-only", "--format=", "HEAD").split()
+    assert committed and all(path.endswith(".md") for path in committed)
+    assert git(root, "status", "--porcelain").strip() == ""
