@@ -54,6 +54,17 @@ def launch(root: Path, flags: list[str], log_file: Path) -> Launch:
     return Launch(name, process)
 
 
+def notify_user_daemon() -> int | None:
+    """SIGHUP the running per-user daemon, if any (after a registry change); its pid or None."""
+    from ctxos.daemon.lock import user_daemon_pid
+
+    pid = user_daemon_pid()
+    if pid is None:
+        return None
+    _hangup(pid)
+    return pid
+
+
 def _hangup(pid: int) -> None:
     """Ask the running per-user daemon to re-read the registry (it opens the workspace just added)."""
     deadline = time.monotonic() + 5.0

@@ -180,6 +180,14 @@ async def test_start_for_a_second_workspace_joins_the_running_daemon(make_worksp
                     assert "bee-smoking" in _context_ids(result.structured_content)
             later = await http_client.get(status["http"] + "/api/status")
             assert later.status_code == 404 and "after a restart" in later.text
+        # `workspace remove` tells the daemon: it closes that workspace (its socket and lock are freed).
+        removed = ctxos("workspace", "remove", beta.name)
+        assert f"(pid {pid}) was told" in removed.stdout
+        deadline = time.monotonic() + 30
+        while ctxos("-w", str(beta), "status", check=False).returncode != 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ctxos("-w", str(beta), "status", check=False).returncode == 3
+        assert _status(str(alpha))["pid"] == pid
     finally:
         _stop_all(pid)
 

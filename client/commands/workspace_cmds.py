@@ -89,7 +89,21 @@ def cmd_workspace_add(args: argparse.Namespace) -> int:
     except RegistryError as exc:
         raise CliError(str(exc)) from None
     print(f"{'registered' if added else 'already registered'}: {name} -> {root}")
+    _tell_daemon()
     return 0
+
+
+def _tell_daemon() -> None:
+    """A running per-user daemon re-reads the registry (SIGHUP): it opens or closes workspaces now."""
+    from ctxos.client.launch import LaunchError, notify_user_daemon
+
+    try:
+        pid = notify_user_daemon()
+    except LaunchError as exc:
+        print(f"ctxos: warning: {exc}", file=sys.stderr)
+        return
+    if pid:
+        print(f"the running daemon (pid {pid}) was told")
 
 
 def cmd_workspace_list(args: argparse.Namespace) -> int:
@@ -119,6 +133,7 @@ def cmd_workspace_remove(args: argparse.Namespace) -> int:
     except RegistryError as exc:
         raise CliError(str(exc)) from None
     print(f"removed {args.name} ({folder} is unchanged)")
+    _tell_daemon()
     return 0
 
 
