@@ -255,12 +255,7 @@ class HttpServerComponent:
 
     async def _serve_late(self, name: str, workspace_ctx: Any) -> dict[str, Any]:
         address, security = self._late_args
-        mcp = build_mcp_server(RegistryBackend(workspace_ctx))
-        limits = self.limits
-        streamable = mcp.streamable_http_app(transport_security=security, host=address,
-                                             session_idle_timeout=limits.mcp_session_idle_s,
-                                             max_sessions=limits.mcp_max_sessions)
-        sse = asgi_handler(mcp.sse_app(transport_security=security, host=address), f"/w/{name}")
+        mcp, handlers = self._mcp_handlers(workspace_ctx, address, security, f"/w/{name}")
         ready = asyncio.Event()
 
         async def run() -> None:
@@ -271,8 +266,6 @@ class HttpServerComponent:
         task = asyncio.create_task(run(), name=f"ctxos-mcp-sessions-{name}")
         self._late_tasks.append(task)
         await ready.wait()
-        handlers = {"mcp": asgi_handler(streamable, f"/w/{name}"),
-                    "sse": self._bounded_sse(sse, limits.sse_max_streams), "messages/": sse}
         self._late[name] = handlers
         self.workspace_mcps[name] = mcp
         return handlers
@@ -288,19 +281,24 @@ class HttpServerComponent:
     def _add_workspace(self, app: web.Application, ctx: Any, address: str, security: TransportSecuritySettings,
                        root_path: str = "") -> Any:
         """MCP (Streamable HTTP and legacy SSE) and REST for one workspace's context; returns its MCP server."""
+        mcp, handlers = self._mcp_handlers(ctx, address, security, root_path)
+        app.router.add_route("*", "/mcp", handlers["mcp"])
+        app.router.add_route("GET", "/sse", handlers["sse"])
+        app.router.add_route("POST", "/messages/", handlers["messages/"])
+        self._add_rest(app, ctx)
+        return mcp
+
+    def _mcp_handlers(self, ctx: Any, address: str, security: TransportSecuritySettings,
+                      root_path: str) -> tuple[Any, dict[str, Any]]:
+        """One workspace's MCP server and its aiohttp handlers by path: ``mcp``, ``sse``, ``messages/``."""
         mcp = build_mcp_server(RegistryBackend(ctx))
         limits = self.limits
         streamable = mcp.streamable_http_app(transport_security=security, host=address,
                                              session_idle_timeout=limits.mcp_session_idle_s,
                                              max_sessions=limits.mcp_max_sessions)
-        legacy_sse = mcp.sse_app(transport_security=security, host=address)
-        mcp_handler = asgi_handler(streamable, root_path)
-        sse_handler = asgi_handler(legacy_sse, root_path)
-        app.router.add_route("*", "/mcp", mcp_handler)
-        app.router.add_route("GET", "/sse", self._bounded_sse(sse_handler, limits.sse_max_streams))
-        app.router.add_route("POST", "/messages/", sse_handler)
-        self._add_rest(app, ctx)
-        return mcp
+        sse_handler = asgi_handler(mcp.sse_app(transport_security=security, host=address), root_path)
+        return mcp, {"mcp": asgi_handler(streamable, root_path),
+                     "sse": self._bounded_sse(sse_handler, limits.sse_max_streams), "messages/": sse_handler}
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         """``/login?code=``: spend a one-time code, set the session cookie, go to the page.
