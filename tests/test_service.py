@@ -28,7 +28,7 @@ ODD_NAME = "My Work %h $HOME \"q\""  # space, a systemd specifier, a $ and quote
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "CTXOS_WORKSPACE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "CTXOS_WORKSPACE")}
     env["HOME"] = str(home)
     env.update(extra)
     return env
