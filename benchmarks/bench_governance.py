@@ -7,7 +7,8 @@ line, and a modification date spread deterministically over the last 400 days
 so decay has something to find. Then it times, on a loaded engine:
 
 - building the link graph, Leiden community detection (cold, then the
-  fingerprint check on an unchanged graph), and
+  fingerprint check on an unchanged graph), naming the communities (c-TF-IDF)
+  and the graph view's layout (``graph_layout.community_layout``), and
 - a full governance run (all finding kinds), and
 - router regeneration (first write, then with nothing changed: no file rewritten).
 
@@ -82,8 +83,9 @@ def build_tldr_workspace(dest: Path, limit: int | None = None) -> int:
 
 
 def run(limit: int | None) -> dict[str, object]:
-    from ctxos.services.communities import refresh_communities
+    from ctxos.services.communities import community_names, refresh_communities
     from ctxos.services.engine import Engine
+    from ctxos.services.graph_layout import community_layout
     from ctxos.services.governance import governance_report
     from ctxos.services.router import regenerate_router
 
@@ -106,6 +108,12 @@ def run(limit: int | None) -> dict[str, object]:
             started = time.perf_counter()
             _, again = refresh_communities(engine)
             communities_unchanged_s = time.perf_counter() - started
+            started = time.perf_counter()
+            named = community_names(engine, cmap)
+            names_s = time.perf_counter() - started
+            started = time.perf_counter()
+            community_layout(graph.nodes, [(a, b) for a, b, _ in graph.edges()], cmap.communities)
+            layout_s = time.perf_counter() - started
             started, cpu = time.perf_counter(), time.process_time()
             report = governance_report(engine)
             governance_s = time.perf_counter() - started
@@ -126,6 +134,8 @@ def run(limit: int | None) -> dict[str, object]:
                 "graph_s": round(graph_s, 3), "communities_cold_s": round(communities_cold_s, 3),
                 "communities_unchanged_s": round(communities_unchanged_s, 3),
                 "communities_unchanged_recomputed": again,
+                "community_names_s": round(names_s, 3), "map_layout_s": round(layout_s, 3),
+                "largest_community_name": named[0]["name"] if named else "",
                 "governance_s": round(governance_s, 3), "governance_cpu_s": round(governance_cpu_s, 3),
                 "findings": report.counts(),
                 "router_s": round(router_s, 3), "router_unchanged_s": round(router_unchanged_s, 3),
@@ -156,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         ("link graph", f"{result['graph_s']:.2f} s"),
         ("Leiden communities, cold", f"{result['communities_cold_s']:.2f} s"),
         ("communities, graph unchanged", f"{result['communities_unchanged_s']:.2f} s"),
+        ("community names (c-TF-IDF)", f"{result['community_names_s']:.2f} s ({result['largest_community_name']})"),
+        ("map layout (communities apart)", f"{result['map_layout_s']:.2f} s"),
         ("governance (all kinds)", f"{result['governance_s']:.2f} s (CPU {result['governance_cpu_s']:.2f} s)"),
         ("router files, first / unchanged", f"{result['router_s']:.2f} s / {result['router_unchanged_s']:.2f} s"),
         ("findings", ", ".join(f"{k} {v}" for k, v in result["findings"].items())),

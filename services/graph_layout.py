@@ -9,8 +9,8 @@ grows with its size; the discs are then placed largest first on a spiral around
 the centre, each as close as it fits without touching a placed one. Memories
 with no edge (their own one-member communities) go in a grid below.
 
-Cost: FR per community (igraph's grid variant above 1,000 members) plus a
-placement that is O(communities^2); a few hundred ms for 7,000 memories. The
+Cost: a layout per community plus the placement (a spiral for the 120 largest,
+rows for the rest); about 0.2 s for the 7,000-page tldr corpus (``bench_governance.py``). The
 daemon caches the result per community map (``layout_for``).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ SPACING = 55.0            # distance between neighbouring memories, in layout un
 GAP = 100.0               # space between two communities' discs
 FR_ITERATIONS = 300
 KK_MAX_NODES = 400
+SPIRAL_MAX = 120          # communities placed on the spiral; smaller ones are packed in rows below
 LAYOUT_SEED = 42
 _RNG_LOCK = threading.Lock()
 _CACHE: dict[str, dict[str, tuple[float, float]]] = {}
@@ -60,9 +61,32 @@ def _local_layout(members: Sequence[str], edges: Sequence[tuple[str, str]]) -> l
 
 
 def _place_discs(radii: Sequence[float]) -> list[tuple[float, float]]:
-    """Centres for discs of the given radii (largest first), on a spiral, none overlapping."""
+    """Centres for discs of the given radii (largest first), none overlapping.
+
+    The largest ``SPIRAL_MAX`` go on a spiral around the centre (each as close as it
+    fits: O(n^2), so only for the ones that matter); the many small rest are packed
+    in rows below them, which keeps a 7,000-memory workspace well under a second.
+    """
+    head = _spiral(radii[:SPIRAL_MAX])
+    rest = radii[SPIRAL_MAX:]
+    if not rest:
+        return head
+    left = min(x - r for (x, _), r in zip(head, radii))
+    right = max(x + r for (x, _), r in zip(head, radii))
+    y = max(y + r for (_, y), r in zip(head, radii)) + GAP
+    x, row = left, 0.0
+    for r in rest:
+        if x > left and x + 2 * r > right:
+            x, y, row = left, y + row + GAP, 0.0
+        head.append((x + r, y + r))
+        x += 2 * r + GAP
+        row = max(row, 2 * r)
+    return head
+
+
+def _spiral(radii: Sequence[float]) -> list[tuple[float, float]]:
     placed: list[tuple[float, float, float]] = []
-    centres = []
+    centres: list[tuple[float, float]] = []
     for r in radii:
         if not placed:
             centre = (0.0, 0.0)
