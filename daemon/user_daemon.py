@@ -90,6 +90,8 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
     reason: dict[str, Any] = {}
 
     async def reload_registry() -> None:
+        if stop.is_set():      # stopping: opening workspaces now would leave them behind
+            return
         try:
             registry = load_registry()
         except RegistryError as exc:

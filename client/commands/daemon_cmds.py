@@ -21,7 +21,7 @@ from ctxos.client import DaemonClient, DaemonError
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
 from ctxos.client.launch import Launch, LaunchError, launch, lost_race
 from ctxos.daemon import runtime_paths
-from ctxos.daemon.lock import is_locked, read_lock_pid
+from ctxos.daemon.lock import is_locked, read_lock_pid, user_daemon_pid
 from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemon
 
 EXIT_NOT_RUNNING = 3
@@ -154,6 +154,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     served = (status.get("workspaces") or {}).get("count")
     shared = (f"; the per-user daemon serves {served} workspace(s): ctxos workspace list"
               if launched is not None and launched.process is None and served else "")
+    if launched is not None and launched.process is None and _daemon_flags(args):
+        shared += "; the options given apply when the per-user daemon starts, not to the running one"
     print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}{shared}")
     http_state = str((status.get("components") or {}).get("http", ""))
     if http_state.startswith("failed"):
@@ -197,10 +199,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return 0
     except PermissionError as exc:
         raise CliError(f"cannot signal pid {pid}: {exc}") from None
+    served = ((status or {}).get("workspaces") or {}).get("count")
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        if not is_locked(root):
-            print(f"ctxos daemon stopped (pid {pid})")
+        # The per-user daemon: done when the whole process is (its other workspaces close after this one).
+        if not is_locked(root) and not (served and user_daemon_pid() == int(pid)):
+            print(f"ctxos daemon stopped (pid {pid})"
+                  + (f"; it served {served} workspace(s), all stopped" if served and served > 1 else ""))
             return 0
         time.sleep(0.05)
     if args.force:
