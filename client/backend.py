@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from . import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 
@@ -55,7 +55,8 @@ class InProcessBackend:
 
     kind = "in-process"
 
-    def __init__(self, root: Path, *, hold_lock: bool = False) -> None:
+    def __init__(self, root: Path, *, hold_lock: bool = False,
+                 on_progress: Callable[[Any], None] | None = None) -> None:
         from ctxos.daemon.components import register_rpc_methods
         from ctxos.daemon.context import DaemonContext
         from ctxos.daemon.lock import WorkspaceLock
@@ -66,6 +67,7 @@ class InProcessBackend:
             self._lock = WorkspaceLock(root)
             self._lock.acquire()      # raises DaemonAlreadyRunning if a daemon appeared meanwhile
         engine = Engine(root)
+        engine.on_progress = on_progress      # a cold build or a reindex shows its progress
         try:
             summary = engine.load()
         except BaseException:
@@ -117,7 +119,7 @@ def daemon_backend(root: Path) -> SocketBackend | None:
 
 
 def open_backend(root: Path | str, read_only: bool, *, in_process_writes: bool = False,
-                 quiet: bool = False) -> Backend:
+                 quiet: bool = False, on_progress: Callable[[Any], None] | None = None) -> Backend:
     """The daemon if it runs; else in-process for reads (noted on stderr); else DaemonNotRunning."""
     root = Path(root).expanduser().resolve()
     backend = daemon_backend(root)
@@ -129,7 +131,7 @@ def open_backend(root: Path | str, read_only: bool, *, in_process_writes: bool =
     if not quiet:
         print(f"ctxos: no daemon running for {root}; working in-process "
               f"(`ctxos start` keeps the index warm)", file=sys.stderr)
-    return InProcessBackend(root, hold_lock=not read_only)
+    return InProcessBackend(root, hold_lock=not read_only, on_progress=on_progress)
 
 
 __all__ = ["Backend", "InProcessBackend", "SocketBackend", "daemon_backend", "open_backend"]

@@ -72,28 +72,44 @@ def require_workspace(root: Path) -> Path:
 
 
 def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
-                 writes: bool = False) -> Any:
+                 writes: bool = False, follow_progress: bool = False) -> Any:
     """Run one RPC method on the workspace's daemon, or in-process when none runs.
 
     Reads fall back to an in-process engine (noted on stderr unless ``--json``);
     writes without a daemon run in-process holding the workspace lock, so no
     daemon can start underneath them. Bad parameters exit with code 2 (like bad
     arguments), any other refusal with code 1.
+
+    Long work shows progress on stderr (not with ``--json``): an in-process
+    cold build always; with a daemon, ``follow_progress`` polls its status
+    while the call runs (``reindex``).
     """
-    from ctxos.client import DaemonError, RpcCallError
+    from ctxos.client import DaemonClient, DaemonError, RpcCallError
     from ctxos.client.backend import open_backend
+    from ctxos.client.progress import ProgressDisplay, follow_daemon
 
     root = require_workspace(resolve_workspace(args.workspace))
+    quiet = bool(getattr(args, "json", False))
+    display = None if quiet else ProgressDisplay()
     try:
-        backend = open_backend(root, read_only=not writes, in_process_writes=writes,
-                               quiet=bool(getattr(args, "json", False)))
+        backend = open_backend(root, read_only=not writes, in_process_writes=writes, quiet=quiet,
+                               on_progress=display.update if display is not None else None)
     except DaemonError as exc:
         raise CliError(str(exc)) from None
+    finally:
+        if display is not None:
+            display.close()
     try:
-        return backend.call(method, {**(params or {}), "_client": cli_client()})
+        full = {**(params or {}), "_client": cli_client()}
+        if follow_progress and display is not None and backend.kind == "daemon":
+            with DaemonClient.for_workspace(root) as watcher, follow_daemon(lambda: watcher.call("status"), display):
+                return backend.call(method, full)
+        return backend.call(method, full)
     except RpcCallError as exc:
         raise CliError(exc.message, exit_code=2 if exc.code == INVALID_PARAMS_CODE else 1) from None
     finally:
+        if display is not None:
+            display.close()
         backend.close()
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+from . import malloc_tune
 from .rpc import RpcRegistry
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,13 @@ class DaemonOptions:
     tray: bool | None = None          # --tray / --no-tray; None = try, and run without it if no display
     verbose: bool = False
     debounce_ms: int | None = None    # overrides config daemon.debounce_ms (tests, benchmarks)
+
+
+def _then_trim(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        malloc_tune.trim()
 
 
 class DaemonContext:
@@ -76,6 +84,8 @@ class DaemonContext:
         self._background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-background")
         self._ready_flag = threading.Event()
         self._ready_event: asyncio.Event | None = None
+        self._serving_flag = threading.Event()     # a cold build has indexed its first chunk
+        self._serving_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._graph_refresh: asyncio.Task | None = None
         self._graph_refresh_again = False
@@ -113,18 +123,43 @@ class DaemonContext:
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._ready_event = asyncio.Event()
+        self._serving_event = asyncio.Event()
         if self._ready_flag.is_set():
             self._ready_event.set()
+        if self._serving_flag.is_set():
+            self._serving_event.set()
 
     @property
     def ready(self) -> bool:
         """True once the initial load (scan + reconcile) has finished."""
         return self._ready_flag.is_set()
 
+    @property
+    def serving(self) -> bool:
+        """True once reads can be answered: the load is done, or a cold build has indexed a first chunk."""
+        return self._serving_flag.is_set() or self._ready_flag.is_set()
+
+    def mark_serving(self) -> None:
+        """Thread-safe: reads marked ``partial_ok`` may run from now on (while the build goes on)."""
+        if self._serving_flag.is_set():
+            return
+        self._serving_flag.set()
+        loop, event = self._loop, self._serving_event
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+    def on_engine_progress(self, progress: Any) -> None:
+        """The engine's progress callback (write thread): a partial index means reads may start."""
+        if getattr(progress, "partial", False):
+            self.mark_serving()
+
     def mark_ready(self) -> None:
         self._ready_flag.set()
+        self._serving_flag.set()
         if self._ready_event is not None:
             self._ready_event.set()
+        if self._serving_event is not None:
+            self._serving_event.set()
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.schedule_graph_refresh)   # build the first graph before a query needs it
@@ -140,14 +175,31 @@ class DaemonContext:
 
     @property
     def state(self) -> str:
-        """``idle`` (lazy, not loaded yet), ``loading``, ``ready`` or ``failed``."""
-        return "failed" if self.load_error else ("ready" if self.ready else ("idle" if self.idle else "loading"))
+        """``idle`` (lazy, not loaded yet), ``loading``, ``indexing`` (a cold build answering from what is
+        indexed so far), ``ready`` or ``failed``."""
+        if self.load_error:
+            return "failed"
+        if self.ready:
+            return "ready"
+        return "idle" if self.idle else ("indexing" if self.serving else "loading")
 
     def activate(self) -> None:
         """Start loading a lazily served workspace now (idempotent; on the loop)."""
         activate, self._activator = self._activator, None
         if activate is not None:
             activate()
+
+    async def wait_serving(self) -> None:
+        """Until reads can be answered (see :attr:`serving`); the load's error if it failed."""
+        if not self.serving:
+            self.activate()
+            if self._serving_event is None:
+                self.bind_loop(asyncio.get_running_loop())
+            assert self._serving_event is not None
+            await self._serving_event.wait()
+        if self.load_error:
+            from .rpc import INTERNAL_ERROR, RpcError
+            raise RpcError(INTERNAL_ERROR, f"workspace failed to load: {self.load_error}")
 
     async def wait_ready(self) -> None:
         if self._ready_flag.is_set():
@@ -169,9 +221,12 @@ class DaemonContext:
         return await loop.run_in_executor(self._read_pool, functools.partial(fn, *args, **kwargs))
 
     async def run_background(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a slow read-only job (scheduled jobs, graph refresh) on its own thread, off the query pool."""
+        """Run a slow read-only job (scheduled jobs, graph refresh) on its own thread, off the query pool.
+
+        These jobs allocate a lot and keep little: the heap is trimmed after each (see malloc_tune).
+        """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._background_pool, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(self._background_pool, functools.partial(_then_trim, fn, *args, **kwargs))
 
     async def run_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a mutating call on the write thread, holding the write lock (one at a time, FIFO)."""

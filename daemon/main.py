@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from . import runtime_paths
+from . import malloc_tune, runtime_paths
 from .components import COMPONENTS, register_rpc_methods
 from .context import DaemonContext, DaemonOptions
 from .lock import DaemonAlreadyRunning, WorkspaceLock
 from .logging_setup import setup_logging
+from .parse_pool import parse_pool, pooled_map
 
 log = logging.getLogger("ctxos.daemon")
 
@@ -85,6 +86,7 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
                                  backups=int(config.get("daemon.log_backups", 3)),
                                  level=logging.DEBUG if options.verbose else logging.INFO)
         log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)
+        malloc_tune.limit_arenas()      # before any thread starts
         return asyncio.run(_serve(root, options))
     except KeyboardInterrupt:  # a signal before the loop installed its handlers
         return 130
@@ -173,8 +175,13 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
     in the per-user daemon (``stop`` None) only that workspace reports the error.
     """
     started = time.monotonic()
+    engine = ctx.engine
+    engine.on_progress = ctx.on_engine_progress
+    pool = parse_pool()
+    if pool is not None:
+        engine.parse_map = pooled_map(pool)
     try:
-        summary = await ctx.run_write(ctx.engine.load)
+        summary = await ctx.run_write(engine.load)
     except Exception as exc:  # noqa: BLE001
         log.exception("loading the workspace failed")
         ctx.load_error = f"{type(exc).__name__}: {exc}"
@@ -182,6 +189,11 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
         if stop is not None:
             stop.set()
         return
+    finally:
+        engine.parse_map = map
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        malloc_tune.trim()
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
     if before_ready is not None:   # the per-user daemon: federated workspaces join first

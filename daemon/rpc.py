@@ -66,6 +66,7 @@ class RpcMethod:
     write: bool = False          # serialised behind the single write lock
     wait_ready: bool = True      # wait for the initial load before running (False for status)
     doc: str = ""
+    partial_ok: bool = False     # reads that may answer from a cold build's first chunks (say so in status)
 
 
 class RpcRegistry:
@@ -75,11 +76,13 @@ class RpcRegistry:
         self._methods: dict[str, RpcMethod] = {}
 
     def register(self, name: str, handler: Handler, write: bool = False, *,
-                 wait_ready: bool = True, doc: str | None = None) -> None:
+                 wait_ready: bool = True, doc: str | None = None, partial_ok: bool = False) -> None:
+        """``partial_ok``: a read that may run while a cold build continues, on the memories indexed so far."""
         if name in self._methods:
             raise ValueError(f"RPC method {name!r} is already registered")
         self._methods[name] = RpcMethod(name, handler, write, wait_ready,
-                                        (doc if doc is not None else (handler.__doc__ or "")).strip())
+                                        (doc if doc is not None else (handler.__doc__ or "")).strip(),
+                                        partial_ok and not write)
 
     def get(self, name: str) -> RpcMethod | None:
         return self._methods.get(name)
@@ -114,7 +117,7 @@ class RpcRegistry:
             return await target.rpc.call(target, method, params)
         entry, clean, handler = self._lookup(method, params)
         if entry.wait_ready:
-            await ctx.wait_ready()
+            await (ctx.wait_serving() if entry.partial_ok else ctx.wait_ready())
         runner = ctx.run_write if entry.write else ctx.run_read
         return await runner(handler, ctx, clean)
 

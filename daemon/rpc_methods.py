@@ -46,6 +46,8 @@ def status(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     data["pending_events"] = watcher.get("pending_events", 0)
     data["index_lag_ms"] = watcher.get("index_lag_ms", 0.0)
     data["jobs"] = ctx.status_extra.get("jobs", {})
+    progress = getattr(ctx.engine, "progress", None)
+    data["indexing"] = progress.to_dict() if progress is not None else None
     if ctx.ready and not ctx.load_error:
         data["engine"] = _engine_status(ctx)
         data["memories"] = len(ctx.engine.store)
@@ -265,11 +267,12 @@ def _publish(ctx: "DaemonContext", *, updated: list[str], paths: list[str]) -> N
 
 def register(registry: RpcRegistry) -> None:
     registry.register("status", status, wait_ready=False)
-    registry.register("get_context", get_context)
-    registry.register("simulate", simulate)
-    registry.register("get_memory", get_memory)
-    registry.register("list", list_memories)
-    registry.register("get_skill", get_skill)
+    # Reads answer during a cold build from the memories indexed so far (status says "indexing n of N").
+    registry.register("get_context", get_context, partial_ok=True)
+    registry.register("simulate", simulate, partial_ok=True)
+    registry.register("get_memory", get_memory, partial_ok=True)
+    registry.register("list", list_memories, partial_ok=True)
+    registry.register("get_skill", get_skill, partial_ok=True)
     registry.register("doctor", doctor)
     registry.register("save_memory", save_memory, write=True)
     registry.register("log_session", log_session, write=True)

@@ -177,10 +177,13 @@ class TrayState:
     refreshed_at: float | None = None
     # The per-user daemon's workspaces (status "workspaces.items"): name, state, memories, http.
     workspaces: list[dict[str, Any]] = field(default_factory=list)
+    indexing: str | None = None       # "indexing 2,000 of 10,000" while the daemon builds its index
 
     def title(self) -> str:
         if self.error:
             return f"AI Context OS: {self.error}"
+        if self.indexing:
+            return f"AI Context OS: {self.indexing}" + (" - watching paused" if self.paused else "")
         score = "..." if self.score is None else str(self.score)
         text = f"AI Context OS: health {score} ({self.band.name}), {self.decay} decay, {self.conflict} conflict"
         text += " - watching paused" if self.paused else ""
@@ -302,6 +305,8 @@ class TrayApp:
                 s.workspaces = [w for w in served.get("items") or [] if isinstance(w, dict)]
                 watcher = status.get("watcher") if isinstance(status.get("watcher"), dict) else {}
                 s.paused = bool(watcher.get("paused", False))
+                indexing = status.get("indexing") if isinstance(status.get("indexing"), dict) else None
+                s.indexing = str(indexing.get("text")) if indexing and indexing.get("text") else None
                 if status.get("state") not in (None, "ready"):
                     s.error = None
                     s.score, s.band = None, UNKNOWN

@@ -5,7 +5,11 @@ Why it is shaped this way:
 * watchdog's inotify observer blocks in ``poll()``; nothing here wakes up on a
   timer while the workspace is quiet (idle CPU ~0). A debounce timer exists
   only while events are pending.
-* Events are reduced to *paths*. Each burst is coalesced for
+* Events are reduced to *paths*. The debounce adapts (issue 16): a few paths
+  whose last event says the file is complete (closed after writing, moved into
+  place, deleted) are applied ``QUICK_DEBOUNCE_S`` after the last event, so an
+  editor's save is searchable in tens of milliseconds; anything else (many
+  paths: a ``git checkout``; a file still open for writing) is coalesced for
   ``daemon.debounce_ms`` after the last event (trailing debounce, capped so a
   never-ending stream still gets applied), then applied in batches. An editor's
   atomic save (write ``x.tmp``, rename over ``x.md``; vim's backup rename;
@@ -51,6 +55,8 @@ MIN_MAX_DELAY_S = 1.0
 MAX_ATTEMPTS = 3              # failed batches are retried, then answered with a reconcile
 RETRY_BACKOFF_S = (0.2, 1.0, 5.0, 30.0)
 MAX_RECONCILE_FAILURES = 6     # then stop retrying until the next file event (no endless 30 s loop)
+QUICK_DEBOUNCE_S = 0.02       # a single finished save: applied this long after its last event
+QUICK_MAX_PATHS = 8           # more pending paths than this is a burst: full debounce, one batch
 
 
 
@@ -123,7 +129,9 @@ class _Handler(FileSystemEventHandler):
                 if rel is not None:
                     paths.append(rel)
         if paths:
-            watcher.threadsafe_add(paths)
+            # Created/modified: the writer may not be done (inotify sends IN_CLOSE_WRITE when it is);
+            # closed, moved into place, deleted, folders: nothing more is coming for this path.
+            watcher.threadsafe_add(paths, complete=not isinstance(event, (FileCreatedEvent, FileModifiedEvent)))
 
 
 def _make_observer(on_overflow_queue: bool = True) -> Any:
@@ -176,6 +184,7 @@ class WatcherComponent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._observer: Any = None
         self._pending: dict[str, float] = {}      # rel path -> monotonic time first seen (insertion = age order)
+        self._writing: set[str] = set()           # pending paths whose last event was created/modified (not closed)
         self._last_event = 0.0                    # monotonic time of the latest relevant event
         self._attempts: dict[str, int] = {}       # rel path -> failed attempts so far
         self._overflow = False
@@ -253,12 +262,12 @@ class WatcherComponent:
 
     # ------------------------------------------------------------ from the watchdog thread
 
-    def threadsafe_add(self, paths: list[str]) -> None:
+    def threadsafe_add(self, paths: list[str], complete: bool = False) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
-            loop.call_soon_threadsafe(self._add, paths)
+            loop.call_soon_threadsafe(self._add, paths, complete)
         except RuntimeError:  # loop closed while shutting down
             pass
 
@@ -299,13 +308,33 @@ class WatcherComponent:
 
     # ------------------------------------------------------------ on the loop
 
-    def _add(self, paths: Iterable[str]) -> None:
+    def _add(self, paths: Iterable[str], complete: bool = False) -> None:
         self._stats["events"] += 1
         now = time.monotonic()
         self._last_event = now
         for rel in paths:
             self._pending.setdefault(rel, now)
+            if complete:
+                self._writing.discard(rel)
+            else:
+                self._writing.add(rel)
         self._schedule()
+
+    def _debounce(self) -> float:
+        """How long to wait after the last event: short for a few finished files, the full debounce otherwise.
+
+        A single save (or an atomic rename, or a delete) needs no batching, and
+        waiting only delays it; a burst (more than ``QUICK_MAX_PATHS`` paths) or
+        a file still being written (created/modified without a close yet) gets
+        the configured debounce so it is read once, after its last write.
+        """
+        assert self.ctx is not None
+        debounce = self.ctx.debounce_seconds()
+        if self._overflow or len(self._pending) > QUICK_MAX_PATHS:
+            return debounce
+        if any(rel in self._writing for rel in self._pending):
+            return debounce
+        return min(debounce, QUICK_DEBOUNCE_S)
 
     def _on_overflow(self) -> None:
         log.warning("file-event queue overflowed; events were lost: reconciling the workspace")
@@ -337,7 +366,7 @@ class WatcherComponent:
             max_delay = max(MIN_MAX_DELAY_S, debounce * MAX_DELAY_FACTOR)
             oldest = self._oldest_pending()
             deadline = now if oldest is None else oldest + max_delay   # overflow only: at once
-            delay = max(0.0, min(self._last_event + debounce, deadline) - now)
+            delay = max(0.0, min(self._last_event + self._debounce(), deadline) - now)
         self._timer = self._loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
@@ -352,6 +381,7 @@ class WatcherComponent:
             if self._overflow:
                 self._overflow = False
                 self._pending.clear()   # the reconcile covers them
+                self._writing.clear()
                 retry_delay = await self._reconcile()
                 return
             if self._pending and not self._stopping:
@@ -359,6 +389,7 @@ class WatcherComponent:
                 # _schedule again, so a save in progress is still debounced.
                 batch = list(itertools.islice(self._pending, MAX_BATCH_PATHS))
                 firsts = [self._pending.pop(rel) for rel in batch]
+                self._writing.difference_update(batch)
                 retry_delay = await self._apply(batch, firsts[0])
         except Exception:  # noqa: BLE001 - the watcher must outlive any batch
             log.exception("applying file changes failed")

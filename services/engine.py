@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import functools
 import itertools
 import logging
 import os
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from . import writes
 from .access_log import AccessLog
@@ -37,6 +39,7 @@ from .config import Config, load_config
 from .graph import LinkGraph, build_graph
 from .index import MemoryIndex, analyze, heading_text
 from .model import ContextResult, InvalidFile, Memory
+from .progress import EMBEDDING, INDEXING, READING, WRITING, Progress, ProgressCallback
 from .query import execute_context_query as _execute_context_query
 from .query import score_query
 from .render import catalog_line, memory_block
@@ -46,12 +49,17 @@ from .skill_lookup import SkillMatch, find_skill
 from .store import MemoryStore
 from .tokens import TokenCounter, default_counter, get_counter
 from .write_gate import remove_orphan_temps
-from .workspace import (display_name, is_ignored_dir, is_memory_path, iter_memory_paths, load_memory, relative_path,
-                        scan_workspace, state_dir)
+from .workspace import (display_name, is_ignored_dir, is_memory_path, iter_memory_paths, load_memories, load_memory,
+                        relative_path, scan_workspace, state_dir)
 
 log = logging.getLogger(__name__)
 
 TOKEN_CACHE_MAX = 200_000
+# A cold build reads and indexes in chunks, committing each, so queries find the files
+# indexed so far: a small first chunk (answers within a second or two), then doubling
+# (few segments: 500, 1,000, 2,000, 4,000, 4,000 ... at 10,000 memories).
+COLD_FIRST_CHUNK = 500
+COLD_MAX_CHUNK = 4_000
 # A version number served with two different contents (a person edited without bumping
 # ``version``): ``expected_version`` alone no longer says which one the caller read.
 AMBIGUOUS_VERSION = "ambiguous"
@@ -138,6 +146,13 @@ class Engine:
         self._served_lock = threading.Lock()
         self.removed_temp_files: list[str] = []
         self.history: Any = None      # the workspace's HistoryRecorder once loaded (services/history)
+        # Long jobs (cold build, reindex): the current step, replaced whole (status reads it from
+        # another thread), and a callback for each new one (the CLI's bar, the daemon's readiness).
+        self.progress: Progress | None = None
+        self.on_progress: ProgressCallback | None = None
+        # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
+        # process pool's ``map`` so parsing runs on another core while this thread indexes.
+        self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
 
     # --- lifecycle -----------------------------------------------------------------
     def load(self) -> ChangeSummary:
@@ -155,27 +170,95 @@ class Engine:
         if self.removed_temp_files:
             log.info("removed %d orphaned temp file(s) left by a crash: %s", len(self.removed_temp_files),
                      ", ".join(self.removed_temp_files[:10]))
-        self.store.replace_all(scan_workspace(self.root, self.config))
-        self._bump()
         if self.index is None:
             self.index = MemoryIndex(self.state_dir / "index")
         fresh = self.index.open()
         summary = ChangeSummary(index_recovered=self.index.recovered)
-        if fresh:
-            self.index.rebuild(self.store.memories.values())
-            summary.updated = sorted(self.store.memories)
-            summary.paths = sorted(m.rel_path for m in self.store.memories.values())
-        else:
-            summary = self._sync_index(summary)
-        summary.invalid = self.store.invalid_files()
-        self._configure_semantic()
-        if self.vectors is not None:
-            self.vectors.sync(list(self.store.memories.values()))
         if self.access_log is None:
             self.access_log = AccessLog(self.state_dir, float(self.config.get("access_log.frequency_window_days", 30)))
         self.access_log.open()
+        try:
+            if fresh:
+                self._cold_build(summary)
+            else:
+                self.store = MemoryStore.from_items(
+                    scan_workspace(self.root, self.config, self._reporter("load", READING)))
+                self._bump()
+                summary = self._sync_index(summary)
+            summary.invalid = self.store.invalid_files()
+            self._configure_semantic()
+            if self.vectors is not None:
+                current = self.progress
+                self._set_progress(Progress(current.job if current else "load", EMBEDDING, 0, len(self.store),
+                                            partial=fresh, started=current.started if current else time.time()))
+                self.vectors.sync(list(self.store.memories.values()))
+        finally:
+            self._set_progress(None)
         self._loaded = True
         return summary
+
+    def _set_progress(self, progress: Progress | None) -> None:
+        self.progress = progress
+        if progress is not None and self.on_progress is not None:
+            try:
+                self.on_progress(progress)
+            except Exception:  # noqa: BLE001 - a display must never break a build
+                log.exception("progress callback failed")
+
+    def _reporter(self, job: str, phase: str, total: int | None = None, base: int = 0,
+                  partial: bool = False) -> Callable[..., None]:
+        """A ``progress(done[, total])`` callback that publishes ``Progress(job, phase, ...)``."""
+        current = self.progress
+        started = current.started if current is not None and current.job == job else time.time()
+
+        def report(done: int, of: int | None = None) -> None:
+            self._set_progress(Progress(job, phase, base + done, of if of is not None else (total or 0),
+                                        partial, started))
+        return report
+
+    def _cold_build(self, summary: ChangeSummary) -> None:
+        """No usable index: read and index the files in growing chunks, one commit each.
+
+        Queries may run once the first chunk is committed (``_loaded`` is set
+        then, and ``Progress.partial`` tells the owner): they see the memories
+        indexed so far, and the store holds exactly those. Files are parsed by
+        ``parse_map`` (a process pool in the daemon: the next chunk is parsed
+        while this one is indexed) and put in the store in path order, so
+        duplicate ids resolve as in a full scan.
+        """
+        problems: list[InvalidFile] = []
+        paths = list(iter_memory_paths(self.root, problems))
+        total = len(paths)
+        chunks: list[list[str]] = []
+        size, at = COLD_FIRST_CHUNK, 0
+        while at < total:
+            chunks.append(paths[at:at + size])
+            at += size
+            size = min(COLD_MAX_CHUNK, size * 2)
+        store = MemoryStore()
+        self.store = store
+        self._bump()
+        started = Progress("cold build", INDEXING, 0, total)
+        self._set_progress(started)
+        done = 0
+        parse = functools.partial(load_memories, self.root, config=self.config)
+        for chunk, items in zip(chunks, self.parse_map(parse, chunks)):
+            changed = store.add_items(items)
+            in_chunk = set(chunk)
+            fresh = [store.by_path[p] for p in chunk if p in store.by_path]
+            self.index.extend(fresh, self._reporter("cold build", INDEXING, total, done, partial=done > 0))
+            # Files of earlier chunks renamed by this one (a second Templates.md qualifies both names).
+            renamed = [m for m in map(store.get, changed) if m is not None and m.rel_path not in in_chunk]
+            if renamed:
+                self.index.update(renamed)
+            done += len(chunk)
+            self._bump()
+            self._loaded = True          # from the first committed chunk on, queries may run
+            self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
+        store.add_items(problems)
+        self._sync_index(ChangeSummary())     # a served file shadowed later, say: the index follows the store
+        summary.updated = sorted(store.memories)
+        summary.paths = sorted(m.rel_path for m in store.memories.values())
 
     def reload_config(self) -> None:
         """Re-read ``_config.yaml`` (the counter and weights take effect on the next query)."""
@@ -463,10 +546,17 @@ class Engine:
     def rebuild_index(self) -> ChangeSummary:
         """Rescan every file and rebuild the index from scratch (one commit)."""
         self._require_loaded()
-        self.store.replace_all(scan_workspace(self.root, self.config))
-        self.index.rebuild(self.store.memories.values())
-        if self.vectors is not None:
-            self.vectors.sync(list(self.store.memories.values()))
+        try:
+            store = MemoryStore.from_items(scan_workspace(self.root, self.config, self._reporter("reindex", READING)))
+            self.store = store        # swapped whole: readers never see a half-filled store
+            self._bump()
+            total = len(store.memories)
+            self.index.rebuild(list(store.memories.values()), self._reporter("reindex", INDEXING, total),
+                               lambda: self._reporter("reindex", WRITING, total)(total))
+            if self.vectors is not None:
+                self.vectors.sync(list(store.memories.values()))
+        finally:
+            self._set_progress(None)
         self._bump()
         return ChangeSummary(updated=sorted(self.store.memories), invalid=self.store.invalid_files(),
                              paths=sorted(m.rel_path for m in self.store.memories.values()))

@@ -157,7 +157,12 @@ class MemoryStore:
         return changed
 
     def replace_all(self, items: Iterable[Memory | InvalidFile]) -> None:
-        """Rebuild from a full scan (items in sorted path order)."""
+        """Rebuild from a full scan (items in sorted path order), in place.
+
+        Readers on other threads would see the store empty for a moment: a
+        running engine builds a new store with :meth:`from_items` and swaps
+        the reference instead.
+        """
         self.__init__()
         items = list(items)
         named = [m for m in items if isinstance(m, Memory) and _named_by_path(m)]
@@ -175,6 +180,25 @@ class MemoryStore:
                 self._place(item if item.id == wanted else dataclasses.replace(item, id=wanted))
             else:
                 self._place(item)
+
+    @classmethod
+    def from_items(cls, items: Iterable[Memory | InvalidFile]) -> "MemoryStore":
+        """A new store from a full scan (items in sorted path order), for swapping in whole."""
+        store = cls()
+        store.replace_all(items)
+        return store
+
+    def add_items(self, items: Iterable[Memory | InvalidFile]) -> list[str]:
+        """``put`` / ``put_invalid`` each item in order (a cold build's chunk); the ids whose entry changed.
+
+        Files named by their stem may rename files added earlier (``Templates``
+        becomes ``Plugins.Templates`` once a second ``Templates.md`` arrives):
+        their ids are among those returned.
+        """
+        changed: list[str] = []
+        for item in items:
+            changed += self.put_invalid(item) if isinstance(item, InvalidFile) else self.put(item)
+        return changed
 
     # --- internals -------------------------------------------------------------
     def _rename_stem(self, stem: str) -> list[str]:

@@ -16,7 +16,7 @@ import stat as stat_module
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .atomic import atomic_write_text
 from .config import CONFIG_FILENAME, Config, default_config_text
@@ -28,6 +28,7 @@ from .ontology import (ALL_FOLDERS, ARCHIVE_FOLDER, SOURCES_FOLDER, STAGING_FOLD
 MEMORY_SUFFIXES = (".md", ".markdown")
 # Generated at the workspace root by the router; never read back as memories.
 GENERATED_ROOT_FILES = frozenset({"claude.md", "CLAUDE.md", "AGENTS.md", "GEMINI.md"})
+SCAN_PROGRESS_EVERY = 250     # scan_workspace reports progress this often (files)
 NOT_SERVED_FOLDERS = frozenset({STAGING_FOLDER, ARCHIVE_FOLDER})
 SKIPPED_DIR_NAMES = frozenset({"node_modules", "__pycache__"})
 GITIGNORE_TEXT = "# AI Context OS derived state (safe to delete; rebuilt from the files)\n.ctxos/\n"
@@ -264,12 +265,24 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
         return InvalidFile(rel_path, str(exc))
 
 
-def scan_workspace(root: Path, config: Config) -> list[Memory | InvalidFile]:
-    """Load every candidate file in sorted path order (deleted-while-listing files are dropped)."""
+def scan_workspace(root: Path, config: Config,
+                   progress: Callable[[int, int], None] | None = None) -> list[Memory | InvalidFile]:
+    """Load every candidate file in sorted path order (deleted-while-listing files are dropped).
+
+    ``progress(done, total)`` is called every ``SCAN_PROGRESS_EVERY`` files and at the end.
+    """
     items: list[Memory | InvalidFile] = []
     problems: list[InvalidFile] = []
-    for rel_path in iter_memory_paths(root, problems):
+    paths = list(iter_memory_paths(root, problems))
+    for done, rel_path in enumerate(paths, 1):
         loaded = load_memory(root, rel_path, config)
         if loaded is not None:
             items.append(loaded)
+        if progress is not None and (done % SCAN_PROGRESS_EVERY == 0 or done == len(paths)):
+            progress(done, len(paths))
     return items + problems
+
+
+def load_memories(root: Path, rel_paths: list[str], config: Config) -> list[Memory | InvalidFile]:
+    """``load_memory`` for each path, files gone meanwhile dropped: one unit of work for a parser process."""
+    return [m for m in (load_memory(root, rel, config) for rel in rel_paths) if m is not None]

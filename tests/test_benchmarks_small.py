@@ -83,3 +83,14 @@ def test_bench_history_small(tmp_path):
     assert modes["journal"]["mode"] == "journal" and modes["journal"]["versions"] == 10
     if "git" in modes:
         assert modes["git"]["mode"] == "git" and modes["git"]["versions"] == 10
+
+
+def test_bench_footprint_small(tmp_path):
+    shared_data("obsidian-help")
+    data = run_bench("bench_footprint.py", tmp_path / "footprint.json")
+    assert data["memories"] > 100
+    steps = {s["step"].split(" (")[0]: s for s in data["steps"]}
+    assert "Engine.load" in steps and all(s["seconds"] >= 0 for s in data["steps"])
+    traced = data["traced_mb_by_component"]
+    assert traced["store (parsed memories)"] > 0 and traced["Whoosh index (checksums, searchers)"] > 0
+    assert abs(sum(data["query_time_share_pct"].values()) - 100.0) < 0.5

@@ -86,3 +86,43 @@ def test_a_burst_is_applied_in_few_batches(make_workspace) -> None:
     assert status["updated"] == 300 and status["errors"] == 0
     assert status["batches"] <= 5, status["recent_batches"]     # coalesced, not one batch per file
     assert notified == status["batches"]                         # one change notification per applied batch
+
+
+def test_a_finished_save_skips_the_debounce_and_an_open_file_waits(make_workspace) -> None:
+    """Adaptive debounce: a closed file is applied at once, a file still open for writing waits for its close."""
+    root = make_workspace({"08-rules/seed.md": memory_text("seed", "Seed rule.")})
+
+    async def scenario() -> tuple[float, bool, float]:
+        engine = Engine(root)
+        ctx = DaemonContext(root, engine, options=DaemonOptions(debounce_ms=3000))
+        ctx.bind_loop(asyncio.get_running_loop())
+        watcher = WatcherComponent()
+        await watcher.start(ctx)
+        try:
+            await ctx.run_write(engine.load)
+            ctx.mark_ready()
+            started = time.monotonic()
+            (root / "03-projects" / "quick.md").write_text(memory_text("quick", "Saved by an editor."))
+            await _until(lambda: engine.get_memory("quick") is not None, 10)
+            quick_s = time.monotonic() - started
+            # A file still open for writing (no IN_CLOSE_WRITE yet) is not read half-written ...
+            handle = open(root / "03-projects" / "slow.md", "w", encoding="utf-8")
+            handle.write(memory_text("slow", "Written in two parts,"))
+            handle.flush()
+            await asyncio.sleep(0.5)
+            early = engine.get_memory("slow") is not None
+            # ... and its close ends the wait.
+            handle.write(" the second one now.\n")
+            started = time.monotonic()
+            handle.close()
+            await _until(lambda: (m := engine.get_memory("slow")) is not None and "second one" in m.l1 + m.l2, 10)
+            return quick_s, early, time.monotonic() - started
+        finally:
+            await watcher.stop()
+            ctx.write_sync(engine.close)
+            ctx.shutdown_executors()
+
+    quick_s, early, after_close_s = asyncio.run(scenario())
+    assert quick_s < 1.5, quick_s            # far below the 3 s debounce
+    assert not early
+    assert after_close_s < 1.5, after_close_s

@@ -149,7 +149,9 @@ def cmd_start(args: argparse.Namespace) -> int:
                        f"{runtime_paths.log_path(root)}", exit_code=1)
     if status.get("state") == "failed":
         raise CliError(f"the daemon failed to load the workspace: {status.get('load_error')}", exit_code=1)
-    state = "" if status.get("state") == "ready" else " (still loading the workspace)"
+    state = ("" if status.get("state") == "ready" else
+             f" (building the index: {(status.get('indexing') or {}).get('text', '...')}; queries answer from "
+             "what is indexed so far)" if status.get("state") == "indexing" else " (still loading the workspace)")
     http = f", http {status['http']}" if status.get("http") else ""
     served = (status.get("workspaces") or {}).get("count")
     shared = (f"; the per-user daemon serves {served} workspace(s): ctxos workspace list"
@@ -265,6 +267,11 @@ def format_status(status: dict[str, Any]) -> str:
             lines.append(f"  http auth       NONE - {NO_AUTH_WARNING}")
         elif server.get("auth"):
             lines.append(f"  http auth       bearer token ({server.get('token_source')}); web view: ctxos open")
+    indexing = status.get("indexing")
+    if indexing:
+        partial = "; queries are answered from the memories indexed so far" if indexing.get("partial") else ""
+        lines.append(f"  indexing        {indexing.get('text')} ({indexing.get('job')}, "
+                     f"{indexing.get('elapsed_s', 0):.0f} s{partial})")
     if "memories" in status:
         lines.append(f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
                      + ("  (see `ctxos doctor`)" if status.get("invalid_files") else ""))

@@ -111,7 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    data = call_backend(args, "reindex", {"full": True}, writes=True)
+    data = call_backend(args, "reindex", {"full": True}, writes=True, follow_progress=True)
     data["elapsed_ms"] = round((time.perf_counter() - started) * 1000.0, 1)
     if args.json:
         print(json.dumps(data, indent=2))

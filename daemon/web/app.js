@@ -166,6 +166,7 @@ async function loadStatus() {
       for (const name of s.intents || []) intents.append(el("option", { value: name, text: name }));
     }
     if (s.default_budget && !$("#sim-budget").dataset.touched) $("#sim-budget").value = s.default_budget;
+    showIndexing(s.indexing);
     const typeSel = $("#ed-type");
     const typeFilter = $("#mem-type-filter");
     if (typeSel.options.length === 0) {
@@ -179,6 +180,23 @@ async function loadStatus() {
     config.textContent = s.config_error ? `Configuration error, the daemon keeps its last good settings: ${s.config_error}` : "";
   } catch (e) {
     if (!state.loggedOut) showBanner(`Cannot reach the daemon: ${e.message}`);
+  }
+}
+
+/* "indexing 2,000 of 10,000" while the daemon builds its index: re-read every second until done. */
+let indexingTimer = null;
+function showIndexing(progress) {
+  const line = $("#index-progress");
+  line.hidden = !progress;
+  line.textContent = progress ? progress.text : "";
+  if (progress && !indexingTimer) {
+    indexingTimer = setInterval(async () => {
+      try {
+        const s = await api("GET", "/api/status");
+        showIndexing(s.indexing);
+        if (!s.indexing) { clearInterval(indexingTimer); indexingTimer = null; }
+      } catch (e) { /* the live indicator reports a lost daemon */ }
+    }, 1000);
   }
 }
 

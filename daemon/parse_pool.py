@@ -1,0 +1,67 @@
+"""A parser process for cold builds: files are parsed on another core while the engine indexes.
+
+``Engine.parse_map`` is ``map`` by default (the engine has no threads or
+processes of its own); the daemon hands it :func:`pooled_map` for the initial
+load. The first chunk is parsed here at once (the worker process takes a
+moment to start), the rest by the worker, in order, while this process
+indexes; if the worker breaks, the remaining chunks are parsed here.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def parse_pool() -> ProcessPoolExecutor | None:
+    """One parser process, or None with a single core.
+
+    ``forkserver``: the daemon has threads, and forking a threaded process can
+    copy a lock held mid-operation. The worker starts on first use, so a warm
+    start (no cold build) costs nothing.
+    """
+    if (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        context = multiprocessing.get_context("forkserver")
+    except ValueError:          # no forkserver (Windows): spawn
+        context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=1, mp_context=context)
+
+
+def pooled_map(pool: ProcessPoolExecutor) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
+    """A ``map`` whose first item runs here and the rest in ``pool`` (results in order)."""
+
+    def run(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        items = list(items)
+        if not items:
+            return
+        try:
+            rest: Iterator[Any] = pool.map(fn, items[1:])
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:
+            log.warning("parser process unavailable (%s); parsing here", exc)
+            rest = iter(())
+            items_here = items
+        else:
+            items_here = items[:1]
+        for item in items_here:
+            yield fn(item)
+        done = len(items_here)
+        try:
+            for result in rest:
+                yield result
+                done += 1
+        except (BrokenProcessPool, OSError) as exc:
+            log.warning("parser process failed (%s); parsing the remaining %d chunk(s) here", exc, len(items) - done)
+            for item in items[done:]:
+                yield fn(item)
+
+    return run
