@@ -244,6 +244,8 @@ def test_second_daemon_on_the_same_workspace_is_refused(workspace, daemon_factor
 def test_sigterm_exits_cleanly_and_cleans_up(workspace, daemon_factory) -> None:
     root = workspace()
     daemon = daemon_factory(root)
+    # daemon.json is written once every component has started, which may be just after "ready"
+    daemon.wait_for(lambda: (root / ".ctxos/daemon.json").exists(), 30, message="daemon.json")
     info = json.loads((root / ".ctxos/daemon.json").read_text())
     assert info["pid"] == daemon.pid and info["socket"] == str(daemon.socket_path)
     assert oct(daemon.socket_path.stat().st_mode & 0o777) == "0o600"
