@@ -230,10 +230,19 @@ def write_info(ctx: DaemonContext) -> None:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ctx.started_at)),
         "components": dict(ctx.components),
     }
-    try:
-        atomic_write_text(runtime_paths.info_path(ctx.root), json.dumps(info, indent=2) + "\n", mode=0o600)
-    except OSError:
-        log.exception("could not write %s", runtime_paths.info_path(ctx.root))
+    error: OSError | None = None
+    for _ in range(3):
+        try:
+            atomic_write_text(runtime_paths.info_path(ctx.root), json.dumps(info, indent=2) + "\n", mode=0o600)
+            return
+        except FileNotFoundError as exc:
+            # The load, running meanwhile, clears orphaned temp files at start and may take ours
+            # between its write and its rename: write it again.
+            error = exc
+        except OSError as exc:
+            error = exc
+            break
+    log.error("could not write %s: %s", runtime_paths.info_path(ctx.root), error)
 
 
 def read_info(root: Path) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import runtime_paths
+from . import malloc_tune, runtime_paths
 from .components import COMPONENTS
 from .context import DaemonOptions
 from .lock import UserLock, user_daemon_pid
@@ -73,6 +73,7 @@ def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None
                                  level=logging.DEBUG if options.verbose else logging.INFO)
         log.info("ctxos per-user daemon starting: %d workspace(s), pid %d, log %s",
                  len(registry.workspaces), os.getpid(), log_file)
+        malloc_tune.limit_arenas()      # before any thread starts
         return asyncio.run(_serve(options, set(load or ())))
     except KeyboardInterrupt:
         return 130
