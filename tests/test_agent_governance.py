@@ -252,7 +252,9 @@ async def test_stdio_agent_flags_and_drafts_a_merge_a_person_accepts_and_rejects
     queue = json.loads(_cli(root, "governance", "--json").stdout)
     [flag] = [f for f in queue["findings"] if f["kind"] == "flag"]
     assert flag["ids"] == ["deploy"] and flag["evidence"]["flags"][0]["by"] == "test-agent via MCP"
-    assert "the checklist skips the database migration" in _cli(root, "governance").stdout
+    text = _cli(root, "governance").stdout
+    assert "the checklist skips the database migration" in text
+    assert "1 merge proposal from agents waiting: ctxos proposals" in text
 
     listed = json.loads(_cli(root, "proposals", "--json").stdout)["proposals"]
     assert [p["id"] for p in listed] == [proposal_id]

@@ -126,6 +126,9 @@ def cmd_governance(args: argparse.Namespace) -> int:
                 print(f"      {extra}")
     if findings:
         print("\nDismiss one with: ctxos dismiss FINGERPRINT (it returns when its files change)")
+    pending = _call(args, "proposals", {}).get("pending", 0)
+    if pending:
+        print(f"\n{pending} merge proposal{'s' if pending != 1 else ''} from agents waiting: ctxos proposals")
     return 0
 
 
