@@ -139,6 +139,14 @@ def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: A
     page.evaluate("void state.cy.$id('Introduction to Obsidian Sync').emit('tap')")
     assert sync["name"] in page.inner_text("#graph-node")
 
+    # Simulate names the community of each memory it would load.
+    page.goto(url + "/#/simulate")
+    page.fill("#sim-query", "set up obsidian sync on a new device")
+    page.click("#sim-run")
+    row = page.locator("#sim-table tr[data-id='Set up Obsidian Sync']")
+    row.wait_for()
+    assert row.locator(".community-chip").inner_text() == sync["name"]
+
     # The Memories list shows titles: "Cards view", not "Cards view — Settings".
     page.goto(url + "/#/memories")
     item = page.locator("#mem-list li[data-id='Cards view']")
