@@ -138,6 +138,7 @@ class SkillOut(BaseModel):
     version: int
     tags: list[str]
     text: str = Field(description="the full skill text (L1 and L2)")
+    workspace: str | None = Field(None, description="the federated workspace it comes from; absent: this one")
 
 
 class LogOut(BaseModel):
@@ -298,7 +299,8 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         out = SkillOut(matched=True, matched_by=memory.get("matched_by", "id"), id=memory["id"],
                        title=memory.get("title") or memory["id"], l0=memory.get("l0", ""),
                        path=memory["path"], version=int(memory.get("version", 1)),
-                       tags=list(memory.get("tags", [])), text=_memory_text(memory))
+                       tags=list(memory.get("tags", [])), text=_memory_text(memory),
+                       workspace=memory.get("workspace"))
         return _tool_result(_render_memory(memory), out)
 
     @mcp.tool(

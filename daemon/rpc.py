@@ -119,7 +119,15 @@ class RpcRegistry:
         if entry.wait_ready:
             await (ctx.wait_serving() if entry.partial_ok else ctx.wait_ready())
         runner = ctx.run_write if entry.write else ctx.run_read
-        return await runner(handler, ctx, clean)
+        try:
+            return await runner(handler, ctx, clean)
+        except RpcError as exc:
+            if exc.code != NOT_FOUND or method not in FEDERATED_LOOKUPS:
+                raise
+            found = await _federated_lookup(ctx, method, params, exc)
+            if found is None:
+                raise
+            return found
 
     def call_sync(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
         """Run ``method`` in the calling thread (in-process backend); writes still take the write lock."""
@@ -146,6 +154,35 @@ def _attributed(entry: RpcMethod, client: Any) -> Handler:
         with scope(actor):
             return entry.handler(ctx, params)
     return run
+
+
+# Reads by name that a federated workspace may answer when this one has no such memory.
+FEDERATED_LOOKUPS = frozenset({"get_memory", "get_skill"})
+
+
+async def _federated_lookup(ctx: "DaemonContext", method: str, params: dict[str, Any],
+                            local: RpcError) -> Any:
+    """Ask the workspaces ``ctx`` federates (in order) for what it did not find; None if none has it.
+
+    Only "not found" falls through: a local refusal that names what the thing is
+    (a rule asked for as a skill, an ambiguous name) stands. The answer carries
+    ``workspace``, as federated memories do in ``get_context``.
+    """
+    reason = local.data.get("reason") if isinstance(local.data, dict) else None
+    holder = getattr(ctx, "workspaces", None)
+    if holder is None or reason not in (None, "not_found"):
+        return None
+    for name, _engine in list(getattr(ctx.engine, "federated", None) or ()):
+        other = holder.get(name)
+        if other is None or other is ctx:
+            continue
+        try:
+            result = await other.rpc.call(other, method, {k: v for k, v in params.items() if k != "workspace"})
+        except RpcError:
+            continue
+        if isinstance(result, dict):
+            return {**result, "workspace": name}
+    return None
 
 
 def route_workspace(ctx: "DaemonContext", params: dict[str, Any], *,

@@ -221,6 +221,10 @@ async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_w
             assert selected["commit-messages"]["workspace"] == "global"
             assert selected["never-commit-secrets"]["reason"] == "rule"           # federated rules come first
             assert selected["never-commit-secrets"]["workspace"] == "global"
+            skill = await client.call_tool("get_skill", {"name": "commit-messages"})   # not here: from global
+            assert not skill.is_error and skill.structured_content["workspace"] == "global"
+            refused = await client.call_tool("get_skill", {"name": "never-commit-secrets"})  # a rule, said so
+            assert refused.is_error
             rendered = result.structured_content["rendered"]
             assert rendered.index("Never commit secrets") < rendered.index("imperative mood")
             # Writes go to the asking workspace, unless the call names another.
