@@ -128,3 +128,18 @@ async def mcp_http_client(url: str, headers: dict[str, str] | None = None, **cli
     async with create_mcp_http_client(headers=auth_headers() if headers is None else headers) as http_client:
         async with Client(streamable_http_client(url, http_client=http_client), **client_options) as client:
             yield client
+
+
+# Two near-duplicate project memories (governance finds one consolidation): the agent-governance and
+# map tests build merge proposals from them.
+APOLLO_BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
+               "billing-backups and keeps thirty days of point in time recovery.")
+
+
+def apollo_files() -> dict[str, str]:
+    from daemon_helpers import memory_text
+    return {
+        "03-projects/apollo-db.md": memory_text("apollo-db", APOLLO_BODY, type="project", tags=["billing", "db"]),
+        "03-projects/apollo-storage.md": memory_text("apollo-storage", APOLLO_BODY + " Restores are tested monthly.",
+                                                     type="project", tags=["billing", "db"]),
+    }

@@ -29,15 +29,12 @@ from ctxos.services.engine import Engine
 from ctxos.services.governance import dismiss_finding, governance_report
 from ctxos.services.write_gate import WriteConflict, WriteRefused
 from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
-from mcp_helpers import mcp_http_client
+from mcp_helpers import APOLLO_BODY, apollo_files, mcp_http_client
 
 CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
-BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
-        "billing-backups and keeps thirty days of point in time recovery.")
+BODY = APOLLO_BODY
 FILES = {
-    "03-projects/apollo-db.md": memory_text("apollo-db", BODY, type="project", tags=["billing", "db"]),
-    "03-projects/apollo-storage.md": memory_text("apollo-storage", BODY + " Restores are tested monthly.",
-                                                 type="project", tags=["billing", "db"]),
+    **apollo_files(),
     "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill",
                                        tags=["deploy"]),
     "01-context/owner.md": memory_text("owner", "The billing team owns Apollo.", type="context", protected=True),

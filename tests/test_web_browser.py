@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import pytest
 
 from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
-from web_helpers import artifacts_dir, build_workspace, http, http_daemon
+from web_helpers import api, artifacts_dir, build_workspace, http_daemon
 from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
@@ -57,12 +57,6 @@ def screenshot(pg: Any, name: str) -> Path:
     pg.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
-
-
-def api(url: str, method: str, path: str, body: Any = None) -> Any:
-    result = http(method, url + path, body)
-    assert result.status < 400, result.body
-    return result.json()
 
 
 def test_simulate_view_shows_memories_with_tiers(page: Any, url: str) -> None:

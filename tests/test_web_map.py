@@ -26,7 +26,8 @@ import pytest
 
 from conftest import shared_data
 from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
-from web_helpers import artifacts_dir, http
+from web_helpers import api, artifacts_dir
+from mcp_helpers import APOLLO_BODY, apollo_files
 from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
@@ -34,12 +35,9 @@ pytestmark = pytest.mark.slow
 TIMEOUT_MS = 45_000           # generous: a loaded 2-core machine renders slowly
 DOCS_SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
-BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
-        "billing-backups and keeps thirty days of point in time recovery.")
+BODY = APOLLO_BODY
 GOVERNANCE_FILES = {
-    "03-projects/apollo-db.md": memory_text("apollo-db", BODY, type="project", tags=["billing", "db"]),
-    "03-projects/apollo-storage.md": memory_text("apollo-storage", BODY + " Restores are tested monthly.",
-                                                 type="project", tags=["billing", "db"]),
+    **apollo_files(),
     "08-rules/go-style.md": memory_text("go-style", "Go code style for the team. Always use tabs for indentation "
                                         "in Go source files. Run gofmt before each commit.", type="rule",
                                         tags=["go", "style"]),
@@ -84,12 +82,6 @@ def shot(pg: Any, name: str, *, full_page: bool = False) -> Path:
     Image.open(io.BytesIO(raw)).convert("RGB").quantize(colors=128).save(target, optimize=True)
     print(f"screenshot: {target} ({target.stat().st_size // 1024} KiB)")
     return target
-
-
-def api(url: str, method: str, path: str, body: Any = None) -> Any:
-    result = http(method, url + path, body)
-    assert result.status < 400, result.body
-    return result.json()
 
 
 def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: Any, page: Any) -> None:

@@ -203,6 +203,13 @@ def http(method: str, url: str, body: Any = None, *, headers: dict[str, str] | N
         return HttpResult(exc.code, dict(exc.headers), exc.read())
 
 
+def api(url: str, method: str, path: str, body: Any = None) -> Any:
+    """One REST call that must succeed; its JSON body."""
+    result = http(method, url + path, body)
+    assert result.status < 400, result.body
+    return result.json()
+
+
 @contextlib.contextmanager
 def http_daemon(folder: Path) -> Iterator[DaemonProcess]:
     """A real daemon with HTTP on a free port over ``build_workspace(folder / "ws")``; stopped after."""
