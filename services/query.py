@@ -43,7 +43,7 @@ from .ontology import TYPE_ORDER
 from .render import (SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES, Packer, catalog_line, finalize,
                      memory_block, more_line)
 from .semantic.scorer import query_text
-from .signals import Candidate, build_query_terms, normalise_weights, score_candidates
+from .signals import Candidate, build_query_terms, normalise_weights, rescore_graph, score_candidates
 
 NEIGHBOUR_SEEDS = 5            # best first-pass candidates whose graph neighbours become candidates
 GRAPH_SEEDS = 3                # best first-pass candidates the graph signal and community bonus refer to
@@ -184,11 +184,11 @@ def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
 
 
 def add_neighbours(engine: Any, expanded: ExpandedQuery, candidates: dict[str, Candidate],
-                   seeds: list[str]) -> None:
-    """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first."""
+                   seeds: list[str]) -> list[Candidate]:
+    """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first; returns the new ones."""
     limit = max(0, _int_setting(engine.config, "query.neighbour_limit", 40))
     if not limit:
-        return
+        return []
     graph = engine.graph(stale_ok=True)
     pool: set[str] = set()
     for seed in seeds:
@@ -206,6 +206,7 @@ def add_neighbours(engine: Any, expanded: ExpandedQuery, candidates: dict[str, C
             cand.reason = "neighbour"
             added.append(cand)
     _score_bm25(engine, expanded, added)
+    return added
 
 
 def score_query(engine: Any, query: str, intent: str | None = None, *, now: datetime | None = None,
@@ -249,11 +250,16 @@ def score_query(engine: Any, query: str, intent: str | None = None, *, now: date
         frequency = engine.access_log.frequency_scores(c.memory.id for c in first)
         score_candidates(first, frequency=frequency, graph_seeds=None, **options)
         ranked = [c.memory.id for c in sorted(first, key=_rank_key) if "pinned" not in c.sources]
-        add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS])
-        _headings(engine, pool.values())
-        everything = list(pool.values())
-        frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
-        score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
+        added = add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS])
+        if added:
+            _headings(engine, added)
+            everything = list(pool.values())
+            frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
+            score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
+        else:                                # only the graph signal changes: no need to score again
+            rescore_graph(first, weights=weight_row, authority=graph.authority, neighbours=graph.neighbours,
+                          community_of=options["community_of"], community_bonus=options["community_bonus"],
+                          seeds=ranked[:GRAPH_SEEDS])
     candidates = sorted(pool.values(), key=_rank_key)
     return ScoredQuery(query, intent, expanded, weight_row, candidates, detection=detection,
                        semantic_name=getattr(semantic, "name", type(semantic).__name__))

@@ -188,6 +188,16 @@ def compose(candidates: Iterable[Candidate], weights: Mapping[str, float]) -> No
         cand.score = sum(cand.shares.values())
 
 
+def rescore_graph(candidates: Sequence[Candidate], *, weights: Mapping[str, float], authority: Mapping[str, float],
+                  neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None,
+                  community_bonus: float, seeds: Sequence[str]) -> None:
+    """Second pass when no candidate was added: only the graph signal changes (see query.score_query)."""
+    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, seeds)
+    for cand in candidates:
+        cand.signals["graph"] = graph.get(cand.memory.id, 0.0)
+    compose(candidates, weights)
+
+
 def normalise_weights(raw: Mapping[str, object] | None) -> dict[str, float]:
     """A weight row from config: missing signals get 0, negatives 0, rescaled to sum to 1."""
     row: dict[str, float] = {}

@@ -30,6 +30,8 @@ import numpy as np
 WORDLLAMA = "wordllama"
 LEXICAL = "lexical"
 MAX_TOKENS = 512            # tokens pooled per text: a memory's opening carries its topic
+BPE_CACHE_WORDS = 0         # tokenizer word cache (see WordLlamaModel.__init__)
+MAX_CHARS = 4 * MAX_TOKENS  # characters tokenised per text (about MAX_TOKENS tokens of English)
 _WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
 _WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
 _WORDLLAMA_TENSOR = "embedding.weight"
@@ -97,6 +99,11 @@ class WordLlamaModel:
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
+        # The BPE word cache grows with every new word (~60 MB after 10,000 memories, measured) and
+        # is not needed: static embeddings tokenise each memory once. Private API in tokenizers 0.2x.
+        resize = getattr(self.tokenizer.model, "_resize_cache", None)
+        if callable(resize):
+            resize(BPE_CACHE_WORDS)
         self.weights = _safetensors_memmap(weights_path, _WORDLLAMA_TENSOR)
         self.dim = int(self.weights.shape[1])
 
@@ -104,7 +111,8 @@ class WordLlamaModel:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        # a memory's opening carries its topic: cut long texts before tokenising (bounded work and memory)
+        encodings = self.tokenizer.encode_batch([t[:MAX_CHARS] for t in texts], add_special_tokens=False)
         weights = self.weights
         for row, encoding in enumerate(encodings):
             ids = encoding.ids[:MAX_TOKENS]

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FOLDER = "embeddings"
 CACHE_VERSION = 1
-EMBED_BATCH = 512
+EMBED_BATCH = 256
 
 
 def embed_text(memory: Memory) -> str:
@@ -110,13 +110,16 @@ class VectorIndex:
             return
         matrix, ids, row_of = self._state
         live = [(mid, row) for mid, row in row_of.items() if mid in self._checksum]
-        rows = matrix[[r for _, r in live]].astype(np.float16) if live else np.zeros((0, self.model.dim), np.float16)
+        rows = np.empty((len(live), self.model.dim), dtype=np.float16)
+        for start in range(0, len(live), 2048):          # converted in slices: no float32 copy of all rows
+            part = live[start:start + 2048]
+            rows[start:start + len(part)] = matrix[[r for _, r in part]]
         buffer = io.BytesIO()
         np.save(buffer, rows, allow_pickle=False)
         meta = {"version": CACHE_VERSION, "model": self.model.name, "dim": self.model.dim,
                 "checksums": [self._checksum[mid] for mid, _ in live]}
         try:
-            atomic_write_bytes(paths[0], buffer.getvalue())
+            atomic_write_bytes(paths[0], buffer.getbuffer())
             atomic_write_bytes(paths[1], json.dumps(meta).encode("utf-8"))
         except OSError as exc:     # a cache that cannot be written only costs time at the next start
             log.warning("could not write the embedding cache %s: %s", paths[0], exc)
@@ -151,36 +154,37 @@ class VectorIndex:
         todo = [m for m in memories if self._checksum.get(m.id) != m.checksum or m.id not in row_of]
         if not todo and not removed:
             return 0
-        vectors = np.zeros((len(todo), self.model.dim), dtype=np.float32)
-        missing = []
+        free = [i for i, mid in enumerate(ids) if mid is None]
+        free.reverse()                                  # pop() from the end takes the lowest free row
+        new_rows = sum(1 for m in todo if m.id not in row_of)
+        if new_rows > len(free):
+            grow = new_rows - len(free)
+            capacity = max(len(ids) + grow, int(len(ids) * 1.25) + 16)
+            bigger = np.zeros((capacity, self.model.dim), dtype=np.float32)
+            bigger[:len(ids)] = matrix[:len(ids)]
+            free = list(range(capacity - 1, len(ids) - 1, -1)) + free
+            ids.extend([None] * (capacity - len(ids)))
+            matrix = bigger
+        rows: list[int] = []
+        missing: list[int] = []
         for i, memory in enumerate(todo):
+            row = row_of.get(memory.id)
+            if row is None:
+                row = free.pop()
+                row_of[memory.id] = row
+                ids[row] = memory.id
+            rows.append(row)
             hit = cached.get(memory.checksum)
             if hit is None:
                 missing.append(i)
             else:
-                vectors[i] = hit.astype(np.float32)
+                matrix[row] = hit
+            self._checksum[memory.id] = memory.checksum
+        # written straight into the matrix, one batch at a time (no full-size temporary)
         for start in range(0, len(missing), EMBED_BATCH):
             chunk = missing[start:start + EMBED_BATCH]
-            vectors[chunk] = self.model.embed([embed_text(todo[i]) for i in chunk])
+            matrix[[rows[i] for i in chunk]] = self.model.embed([embed_text(todo[i]) for i in chunk])
         self.embedded += len(missing)
-        free = [i for i, mid in enumerate(ids) if mid is None]
-        new_rows = [m for m in todo if m.id not in row_of]
-        if len(new_rows) > len(free):
-            grow = len(new_rows) - len(free)
-            capacity = max(len(ids) + grow, int(len(ids) * 1.25) + 16)
-            bigger = np.zeros((capacity, self.model.dim), dtype=np.float32)
-            bigger[:len(ids)] = matrix[:len(ids)]
-            free.extend(range(len(ids), capacity))
-            ids.extend([None] * (capacity - len(ids)))
-            matrix = bigger
-        for memory, vector in zip(todo, vectors):
-            row = row_of.get(memory.id)
-            if row is None:
-                row = free.pop(0)
-                row_of[memory.id] = row
-                ids[row] = memory.id
-            matrix[row] = vector
-            self._checksum[memory.id] = memory.checksum
         for row in freed:
             if ids[row] is None:
                 matrix[row] = 0.0
