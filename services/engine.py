@@ -315,6 +315,8 @@ class Engine:
         return True
 
     def close(self) -> None:
+        if self.vectors is not None:
+            self.vectors.flush()
         if self.history is not None:
             from .history import uninstall
             uninstall(self.history)

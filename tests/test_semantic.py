@@ -114,8 +114,14 @@ def test_embeddings_cached_in_state_dir_and_updated_incrementally(make_workspace
     again.apply_changes([root / "05-resources/postgres.md"])
     assert len(again.vectors) == len(again.store) == 2
     meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
+    assert len(meta["checksums"]) == 3              # single changes are written in batches ...
+    again.close()                                   # ... and when the engine closes
+    meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
     assert len(meta["checksums"]) == 2
-    again.close()
+    third = Engine(root)
+    third.load()
+    assert third.vectors.embedded == 0                          # the edit came back from the cache
+    third.close()
 
 
 def test_model_switch_rebuilds_and_switching_back_reuses(make_workspace):

@@ -12,8 +12,9 @@ Cache: ``<state>/embeddings/<model>.npy`` (float16 rows) and
 dimension). Keyed by checksum, so a renamed file or one reverted to an
 earlier text is not embedded again; a different model name is a different
 file (switching models rebuilds, switching back reuses). The cache is
-written atomically after each batch that changed it; a damaged or
-mismatching cache is ignored and rebuilt.
+written atomically after a load, then every 200 changed rows or 5 minutes
+and when the engine closes; a damaged or mismatching cache is ignored and
+rebuilt.
 
 In memory: a float32 matrix (float16 matrix-vector products are ~10x
 slower in numpy), one row per memory id. Updates write rows in place or
@@ -26,6 +27,7 @@ import io
 import json
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 CACHE_FOLDER = "embeddings"
 CACHE_VERSION = 1
 EMBED_BATCH = 256
+SAVE_EVERY_ROWS = 200
+SAVE_EVERY_S = 300.0
 
 
 def embed_text(memory: Memory) -> str:
@@ -70,6 +74,8 @@ class VectorIndex:
         self._checksum: dict[str, str] = {}          # memory id -> checksum of its row
         self._by_checksum: dict[str, np.ndarray] = {}  # disk cache, consumed by sync
         self.embedded = 0                             # rows computed (not from cache) since creation
+        self._dirty = 0                               # rows changed since the cache file was written
+        self._saved_at = time.monotonic()
         self.cache_problem: str | None = None
 
     @property
@@ -106,6 +112,8 @@ class VectorIndex:
     def save(self) -> None:
         """Write the cache (float16 rows + checksums) atomically."""
         paths = self._paths()
+        self._dirty = 0
+        self._saved_at = time.monotonic()
         if paths is None:
             return
         matrix, ids, row_of = self._state
@@ -134,10 +142,25 @@ class VectorIndex:
         return self._apply(memories, gone, cached, save=True)
 
     def update(self, memories: Sequence[Memory], removed_ids: Sequence[str]) -> int:
-        """Re-embed changed memories and drop removed ids (apply_changes); returns how many were embedded."""
+        """Re-embed changed memories and drop removed ids (apply_changes); returns how many were embedded.
+
+        The cache file is rewritten only every ``SAVE_EVERY_ROWS`` changed rows or
+        ``SAVE_EVERY_S`` seconds (and on ``flush``/engine close): rewriting 5 MB
+        after every single save cost ~40 ms per file event at 10,000 memories, and
+        a lost tail only costs re-embedding those rows at the next start.
+        """
         if not memories and not removed_ids:
             return 0
-        return self._apply(memories, removed_ids, {}, save=True)
+        embedded = self._apply(memories, removed_ids, {}, save=False)
+        self._dirty += len(memories) + len(removed_ids)
+        if self._dirty >= SAVE_EVERY_ROWS or time.monotonic() - self._saved_at >= SAVE_EVERY_S:
+            self.save()
+        return embedded
+
+    def flush(self) -> None:
+        """Write the cache if rows changed since the last write."""
+        if self._dirty:
+            self.save()
 
     def _apply(self, memories: Sequence[Memory], removed: Iterable[str], cached: dict[str, np.ndarray],
                save: bool) -> int:
