@@ -33,7 +33,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from . import writes
+from . import parse_cache, writes
 from .access_log import AccessLog
 from .config import Config, load_config
 from .graph import LinkGraph, build_graph
@@ -150,6 +150,7 @@ class Engine:
         # another thread), and a callback for each new one (the CLI's bar, the daemon's readiness).
         self.progress: Progress | None = None
         self.on_progress: ProgressCallback | None = None
+        self.parse_cache_hits = 0     # files a warm load took from the parse cache (services/parse_cache)
         # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
         # process pool's ``map`` so parsing runs on another core while this thread indexes.
         self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
@@ -181,8 +182,7 @@ class Engine:
             if fresh:
                 self._cold_build(summary)
             else:
-                self.store = MemoryStore.from_items(
-                    scan_workspace(self.root, self.config, self._reporter("load", READING)))
+                self.store = MemoryStore.from_items(self._scan_reusing_cache())
                 self._bump()
                 summary = self._sync_index(summary)
             summary.invalid = self.store.invalid_files()
@@ -216,6 +216,27 @@ class Engine:
                                         partial, started))
         return report
 
+    def _scan_reusing_cache(self) -> list[Memory | InvalidFile]:
+        """Every file, parsed, except those the parse cache still describes (a warm start's main saving).
+
+        The cache is rewritten when anything was parsed afresh, so the next
+        start re-parses only what changes from now on.
+        """
+        fp = parse_cache.fingerprint(self.config.data)
+        cached = parse_cache.load(self.state_dir, fp)
+        root = self.root
+
+        def reuse(rel: str) -> Memory | None:
+            hit = cached.get(rel)
+            return hit if parse_cache.reusable(root, rel, hit) else None
+
+        items = scan_workspace(self.root, self.config, self._reporter("load", READING), reuse)
+        fresh = sum(1 for m in items if isinstance(m, Memory) and cached.get(m.rel_path) is not m)
+        if fresh or len(cached) != sum(1 for m in items if isinstance(m, Memory)):
+            parse_cache.save(self.state_dir, fp, items)
+        self.parse_cache_hits = sum(1 for m in items if isinstance(m, Memory)) - fresh
+        return items
+
     def _cold_build(self, summary: ChangeSummary) -> None:
         """No usable index: read and index the files in growing chunks, one commit each.
 
@@ -242,7 +263,9 @@ class Engine:
         self._set_progress(started)
         done = 0
         parse = functools.partial(load_memories, self.root, config=self.config)
+        parsed: list[Memory | InvalidFile] = []
         for chunk, items in zip(chunks, self.parse_map(parse, chunks)):
+            parsed += items
             changed = store.add_items(items)
             in_chunk = set(chunk)
             fresh = [store.by_path[p] for p in chunk if p in store.by_path]
@@ -257,6 +280,7 @@ class Engine:
             self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
         store.add_items(problems)
         self._sync_index(ChangeSummary())     # a served file shadowed later, say: the index follows the store
+        parse_cache.save(self.state_dir, parse_cache.fingerprint(self.config.data), parsed)
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
 

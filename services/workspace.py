@@ -266,16 +266,20 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
 
 
 def scan_workspace(root: Path, config: Config,
-                   progress: Callable[[int, int], None] | None = None) -> list[Memory | InvalidFile]:
+                   progress: Callable[[int, int], None] | None = None,
+                   reuse: Callable[[str], Memory | None] | None = None) -> list[Memory | InvalidFile]:
     """Load every candidate file in sorted path order (deleted-while-listing files are dropped).
 
     ``progress(done, total)`` is called every ``SCAN_PROGRESS_EVERY`` files and at the end.
+    ``reuse(rel_path)`` may return a still-valid earlier parse (``parse_cache``) instead of reading.
     """
     items: list[Memory | InvalidFile] = []
     problems: list[InvalidFile] = []
     paths = list(iter_memory_paths(root, problems))
     for done, rel_path in enumerate(paths, 1):
-        loaded = load_memory(root, rel_path, config)
+        loaded = reuse(rel_path) if reuse is not None else None
+        if loaded is None:
+            loaded = load_memory(root, rel_path, config)
         if loaded is not None:
             items.append(loaded)
         if progress is not None and (done % SCAN_PROGRESS_EVERY == 0 or done == len(paths)):
