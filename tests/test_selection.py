@@ -76,3 +76,33 @@ def test_graph_signal_refers_to_the_best_composite_scored_memories(make_workspac
     assert by_id["winner-friend"].signals["graph"] >= 0.5            # one hop from the composite winner
     assert "graph" in by_id["winner-friend"].sources
     engine.close()
+
+
+def test_candidate_depth_grows_with_budget_and_query_within_bounds():
+    from ctxos.services.config import Config, default_config
+    from ctxos.services.intent import expand_query
+    from ctxos.services.query import candidate_depth
+
+    config = Config(default_config())
+    short = expand_query("postgres pool", {})
+    long = expand_query("postgres pool sizing retries timeouts billing invoices worker", {})
+    assert candidate_depth(config, short, 500) == 60                  # the floor
+    assert candidate_depth(config, short, 4000) == 100                # one per 40 budget tokens
+    assert candidate_depth(config, long, 500) > 60                    # more words, more depth
+    assert candidate_depth(config, short, 100_000) == 150             # the ceiling
+
+
+def test_pruned_common_words_do_not_cut_recall_at_depth(make_workspace):
+    # "common" is in every memory (skipped by the top-K walk as near-zero IDF); "rare" in three.
+    # Asked for 20, the search must still return memories that only contain the common word.
+    files = {f"05-resources/m{i:02d}.md": _memory(f"m{i:02d}", f"Memory {i}", f"The common word here, item {i}.")
+             for i in range(60)}
+    for i in range(3):
+        files[f"05-resources/r{i}.md"] = _memory(f"r{i}", f"Rare {i}", "A rare word and the common word.")
+    root = make_workspace(files)
+    engine = Engine(root)
+    engine.load()
+    hits = engine.index.search([("rare", 1.0), ("common", 1.0)], 20)
+    ids = [h.id for h in hits]
+    assert len(ids) == 20 and set(ids[:3]) == {"r0", "r1", "r2"}      # rare ones first, then the rest
+    engine.close()
