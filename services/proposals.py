@@ -195,8 +195,9 @@ def staleness(proposal: Proposal, memories: Mapping[str, Memory]) -> list[str]:
         if current is None:
             reasons.append(f"{source['id']} is gone (archived, renamed or deleted) since the proposal")
         elif current.checksum != source.get("checksum"):
-            reasons.append(f"{source['id']} changed since the proposal (version {source.get('version')} "
-                           f"then, {current.version} now)")
+            how = (f"version {source.get('version')} then, {current.version} now"
+                   if current.version != source.get("version") else "its file was edited; same version number")
+            reasons.append(f"{source['id']} changed since the proposal ({how})")
     return reasons
 
 

@@ -161,6 +161,12 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_worksp
     proposal = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], l0="Apollo billing database",
                            merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
                            by="claude-code via MCP")
+    # A proposal whose source a person edits afterwards: shown stale, and the page offers no Accept.
+    stale = daemon.call("propose_merge", ids=["go-style", "go-format"], l0="Go formatting",
+                        merged_text="Use gofmt; it indents with tabs.", by="claude-code via MCP")
+    go_format = root / "04-skills/go-format.md"
+    go_format.write_text(go_format.read_text().replace("How we format Go code.", "How we format Go code today."))
+    daemon.wait_for(lambda: daemon.call("proposal", id=stale["id"])["stale"], message="the edit to be indexed")
     log_in(page, daemon)
     page.goto(url + "/#/governance")
     # Near-duplicates: a similarity table, not {"a": ..., "overlap": ...}.
@@ -182,6 +188,9 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_worksp
     for card in (dup, conflict, flag):
         text = card.locator(".evidence").inner_text()
         assert "{" not in text and '"' not in text, text            # no raw JSON anywhere
+    stale_card = page.locator(f".card.proposal.stale[data-proposal='{stale['id']}']")
+    assert "go-format changed since the proposal" in stale_card.inner_text()
+    assert stale_card.locator("button[data-action='accept']").is_disabled()
     # The proposal, with a diff against each source.
     card = page.locator(f".card[data-proposal='{proposal['id']}']")
     assert card.locator("details.diff-box").count() == 2
