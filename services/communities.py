@@ -20,6 +20,7 @@ import json
 import math
 import re
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -239,7 +240,8 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
 NAME_TERMS = 3            # terms in a community's name
 TOP_MEMBERS = 5
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
-_NAMES_CACHE: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+_NAMES_CACHE: "weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[dict[str, Any]]]]" = \
+    weakref.WeakKeyDictionary()   # per engine: (map fingerprint, store generation) -> names
 
 
 def _terms(memory: Any) -> list[tuple[str, str, float]]:
@@ -336,16 +338,17 @@ def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[
     cmap = cmap if cmap is not None else load_communities(Path(engine.root))
     if cmap is None:
         return []
-    key = (id(engine), cmap.fingerprint, getattr(engine, "generation", None))
-    cached = _NAMES_CACHE.get(key)
-    if cached is None:
-        graph = engine.graph(stale_ok=True) if _takes_stale_ok(engine) else engine.graph()
-        memories = list(engine.store.memories.values())
-        cached = name_communities(memories, cmap.communities, graph.authority)
-        if len(_NAMES_CACHE) > 16:
-            _NAMES_CACHE.clear()
-        _NAMES_CACHE[key] = cached
-    return cached
+    key = (cmap.fingerprint, getattr(engine, "generation", None))
+    entry = _NAMES_CACHE.get(engine)
+    if entry is not None and entry[0] == key:
+        return entry[1]
+    graph = engine.graph(stale_ok=True) if _takes_stale_ok(engine) else engine.graph()
+    named = name_communities(list(engine.store.memories.values()), cmap.communities, graph.authority)
+    try:
+        _NAMES_CACHE[engine] = (key, named)
+    except TypeError:          # an engine stand-in that cannot be weakly referenced: no cache
+        pass
+    return named
 
 
 def _takes_stale_ok(engine: Any) -> bool:
