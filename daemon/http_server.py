@@ -74,6 +74,16 @@ class HttpLimits:
         return cls(**values)
 
 
+@web.middleware
+async def _workspace_page_slash(request: web.Request, handler: Any) -> web.StreamResponse:
+    """``/w/<name>`` -> ``/w/<name>/``: the page's relative asset paths need the slash (a
+    middleware, since the workspace's sub-app claims the bare prefix and would answer 404)."""
+    path = request.path
+    if path.startswith("/w/") and path.count("/") == 2 and len(path) > 3 and request.method == "GET":
+        raise web.HTTPFound(path + "/")
+    return await handler(request)
+
+
 class HttpPortInUse(OSError):
     """The configured HTTP port is taken (another daemon or another program)."""
 
@@ -216,7 +226,10 @@ class HttpServerComponent:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                              allowed_hosts=sorted(self.policy.allowed_hosts),
                                              allowed_origins=sorted(self.policy.allowed_origins))
-        app = web.Application(middlewares=[security_middleware(self.policy)])
+        middlewares = [security_middleware(self.policy)]
+        if getattr(ctx, "workspaces", None) is not None:
+            middlewares.append(_workspace_page_slash)
+        app = web.Application(middlewares=middlewares)
         self.mcp = self._add_workspace(app, ctx, address, security)
         # The per-user daemon: every workspace also at /w/<name>/ (MCP, REST, web view), each
         # answered by its own context; the default one is at / as well. Before the root's web

@@ -196,6 +196,7 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
         malloc_tune.trim()
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
+    _note_unserved_federation(ctx)
     if before_ready is not None:   # the per-user daemon: federated workspaces join first
         try:
             await before_ready()
@@ -205,6 +206,18 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
     # Not announced to change listeners: components that care await ctx.wait_ready() instead
     # (the scheduler refreshes communities and router files then; announcing it too would do it twice).
     log.info("workspace loaded in %.0f ms: %s", ctx.load_summary["load_ms"], _summary_line(summary))
+
+
+def _note_unserved_federation(ctx: DaemonContext) -> None:
+    """A single-workspace daemon cannot federate: say so in status instead of answering without it."""
+    from ctxos.services.federation import federate_names
+
+    names = federate_names(ctx.config)
+    if names and getattr(ctx, "workspaces", None) is None:
+        problem = (f"federate: {', '.join(names)} not joined: only the per-user daemon (`ctxos start`) "
+                   f"serves federated workspaces")
+        ctx.status_extra["federate_problems"] = [problem]
+        log.warning("%s", problem)
 
 
 def _summary_dict(summary: Any) -> dict[str, Any]:

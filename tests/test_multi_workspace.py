@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from daemon_helpers import memory_text
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow]
 
@@ -129,6 +129,8 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
                     else await anonymous.get(base + path)
                 assert response.status_code == 401, path
         async with httpx2.AsyncClient(headers=BEARER) as api:
+            moved = await api.get(base + "/w/beta")
+            assert moved.status_code == 302 and moved.headers["location"] == "/w/beta/"
             memories = (await api.get(base + "/w/beta/api/memories")).json()
             assert "bee-smoking" in json.dumps(memories) and "alpaca-shearing" not in json.dumps(memories)
 
@@ -348,3 +350,10 @@ def test_connect_without_a_daemon_writes_the_per_user_address(make_workspace) ->
     assert "http://127.0.0.1:4999/w/beta/mcp" in printed and "of the default workspace" in printed
     printed = ctxos("-w", "alpha", "connect", "cursor", "--transport", "http", "--print").stdout
     assert "http://127.0.0.1:4999/mcp" in printed
+
+
+def test_a_single_workspace_daemon_says_it_cannot_federate(make_workspace, daemon_factory) -> None:  # noqa: F811
+    root = make_workspace({"_config.yaml": "federate: [global]\n"})
+    daemon = daemon_factory(root)
+    problems = daemon.status()["extra"]["federate_problems"]
+    assert problems and "only the per-user daemon" in problems[0] and "global" in problems[0]
