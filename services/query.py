@@ -95,8 +95,10 @@ def resolve_intent_detail(engine: Any, query: str, intent: str | None) -> Intent
             raise QueryError(f"unknown intent {intent!r}; expected one of: {', '.join(intents)}")
         return IntentDetection(intent, "given by the caller")
     classifier = getattr(engine, "intent_classifier", None)
+    patterns = config.get("intent_patterns")
     detected = detect_intent_detail(query, config.get("intent_triggers", {}) or {},
-                                    classifier() if callable(classifier) else None)
+                                    classifier() if callable(classifier) else None,
+                                    patterns if isinstance(patterns, dict) else None)
     if detected.intent not in intents:
         return IntentDetection("default", f"{detected.reason}; no weight row for {detected.intent!r}")
     return detected

@@ -70,3 +70,17 @@ def test_classifier_abstains_when_unsure(classifier):
     assert classifier.classify("") is None
     guess = classifier.classify("the build broke after upgrading node")
     assert guess is not None and guess[0] == "debug"
+
+
+def test_config_patterns_replace_the_built_in_ones(make_workspace):
+    from ctxos.services.engine import Engine
+
+    root = make_workspace({})
+    (root / "_config.yaml").write_text('intent_patterns:\n  brainstorm: ["\\\\bshower thoughts\\\\b"]\n')
+    engine = Engine(root)
+    engine.load()
+    assert engine.execute_context_query("shower thoughts on search", 300, record_access=False).intent == "brainstorm"
+    # the built-in "what should we build" pattern is gone, and no trigger word matches
+    result = engine.execute_context_query("what should we build next", 300, record_access=False)
+    assert result.intent != "brainstorm" or "nearest example" in result.intent_reason
+    engine.close()
