@@ -48,6 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
     per-test fixtures run and the tests must read the token those daemons use.
     """
     os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ctxos-state-")
+    # The workspace registry too (each test gets its own in _isolated_env): a module-scoped
+    # fixture that runs `ctxos start` or `init` must never register into the real user's.
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="ctxos-config-")
 
 
 @pytest.fixture(autouse=True)
