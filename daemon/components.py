@@ -54,6 +54,22 @@ RPC_METHOD_MODULES: list[str] = [
 ]
 
 
+STOP_TIMEOUT_S = 10.0
+
+
+async def stop_components(started: list[Any], what: str = "") -> None:
+    """Stop ``started`` in reverse order, each within STOP_TIMEOUT_S; a failure is logged, never raised."""
+    import asyncio
+    import logging
+
+    for component in reversed(started):
+        try:
+            await asyncio.wait_for(component.stop(), STOP_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - stopping goes on regardless
+            logging.getLogger("ctxos.daemon").exception("%scomponent %s did not stop cleanly", what,
+                                                        getattr(component, "name", component))
+
+
 def register_rpc_methods(registry: Any) -> None:
     """Import every method module and let it register its methods."""
     for name in RPC_METHOD_MODULES:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from . import malloc_tune, runtime_paths
-from .components import COMPONENTS, register_rpc_methods
+from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .lock import DaemonAlreadyRunning, WorkspaceLock
 from .logging_setup import setup_logging
@@ -40,7 +40,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ALREADY_RUNNING = 3
-COMPONENT_STOP_TIMEOUT_S = 10.0
 
 
 def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,11 +147,7 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
                 exit_code = EXIT_FAILED
     finally:
         log.info("stopping")
-        for component in reversed(started):
-            try:
-                await asyncio.wait_for(component.stop(), COMPONENT_STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001
-                log.exception("component %s did not stop cleanly", getattr(component, "name", component))
+        await stop_components(started)
         # The write executor runs the write in flight (and the load, if still running) to completion.
         await loop.run_in_executor(None, ctx.shutdown_executors)
         if load_task.done() and not load_task.cancelled():

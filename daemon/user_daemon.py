@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import malloc_tune, runtime_paths
-from .components import COMPONENTS
+from .components import COMPONENTS, stop_components
 from .context import DaemonOptions
 from .lock import UserLock, user_daemon_pid
 from .logging_setup import setup_logging
@@ -39,7 +39,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ALREADY_RUNNING = 3
 SHARED_COMPONENTS = ("http", "tray")     # run once per daemon, on the default workspace's context
-STOP_TIMEOUT_S = 10.0
 
 
 def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None = None) -> int:
@@ -152,11 +151,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
         await stop.wait()
     finally:
         log.info("stopping")
-        for component in reversed(shared_started):
-            try:
-                await asyncio.wait_for(component.stop(), STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001
-                log.exception("component %s did not stop cleanly", getattr(component, "name", component))
+        await stop_components(shared_started)
         await workspaces.close_all()
         log.info("stopped%s", f" ({reason['signal']})" if reason.get("signal") else "")
     return EXIT_OK

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .components import register_rpc_methods
+from .components import register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .lock import DaemonAlreadyRunning, WorkspaceLock
 
@@ -36,7 +36,6 @@ ACTIVE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("watcher", "ctxos.daemon.watcher:WatcherComponent"),
     ("scheduler", "ctxos.daemon.scheduler:SchedulerComponent"),
 )
-STOP_TIMEOUT_S = 10.0
 FEDERATE_WAIT_S = 60.0
 
 
@@ -252,12 +251,7 @@ class WorkspaceSet:
         if served is None:
             return
         ctx = served.ctx
-        for component in reversed(served.components):
-            try:
-                await asyncio.wait_for(component.stop(), STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001
-                log.exception("workspace %s: component %s did not stop cleanly", name,
-                              getattr(component, "name", component))
+        await stop_components(served.components, f"workspace {name}: ")
         served.components.clear()
         if ctx is not None:
             await self.loop.run_in_executor(None, ctx.shutdown_executors)
