@@ -103,6 +103,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
         for ctx in workspaces.contexts():     # joined now: its MCP is served at /w/<name>/mcp (http_server)
             if base and ctx is not getattr(http, "ctx", None) and not ctx.http_url:
                 ctx.http_url = f"{base}/w/{ctx.name}"
+        _mirror_shared(workspaces, getattr(http, "ctx", None) or workspaces.primary())
         _write_info(workspaces, shared_started)
         log.info("registry re-read: %d workspace(s) served", len(workspaces.contexts()))
 
@@ -143,6 +144,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
                 continue
             shared_started.append(component)
             primary.components[spec.name] = "running"
+        _mirror_shared(workspaces, primary)
         _write_info(workspaces, shared_started)
         for name in eager:   # after daemon.json is written: the load cleans the state folder
             ctx = workspaces.get(name)
@@ -155,6 +157,17 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
         await workspaces.close_all()
         log.info("stopped%s", f" ({reason['signal']})" if reason.get("signal") else "")
     return EXIT_OK
+
+
+def _mirror_shared(workspaces: WorkspaceSet, primary: Any) -> None:
+    """Every workspace's ``components`` shows the shared HTTP and tray state (so ``ctxos start`` and
+    ``status`` for any workspace say when HTTP is not served, and why)."""
+    if primary is None:
+        return
+    for ctx in workspaces.contexts():
+        for name in SHARED_COMPONENTS:
+            if ctx is not primary and name in primary.components:
+                ctx.components[name] = primary.components[name]
 
 
 def _write_info(workspaces: WorkspaceSet, shared: list[Any]) -> None:
