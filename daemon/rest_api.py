@@ -283,28 +283,18 @@ class RestApi:
     # --- the one query path -------------------------------------------------------
 
     async def simulate(self, request: web.Request) -> web.Response:
-        """Exactly what an agent would get for a query (the one query path; not recorded as a load)."""
-        body = await read_json_object(request)
-        params = _pick(body, ("query", "budget_tokens", "intent"))
-        if not isinstance(params.get("query"), str) or not params["query"].strip():
-            raise ApiError(400, "field 'query' is required (a non-empty string)")
-        budget = params.get("budget_tokens")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
-            raise ApiError(400, "field 'budget_tokens' must be a positive integer")
-        if params.get("intent") in ("", None):
-            params.pop("intent", None)
-        elif str(params["intent"]).strip().lower() not in known_intents(self.ctx.config):
-            raise ApiError(400, f"unknown intent {params['intent']!r}; expected one of: "
-                           f"{', '.join(known_intents(self.ctx.config))}")
-        return json_response(await self.call("simulate", params))
+        """Exactly what an agent would get for a query (the one query path; not recorded as a load).
+
+        The body is the ``simulate`` RPC's params, checked there (``schemas.ContextRequest``): a bad one
+        is a 400 with the same message the socket and MCP give.
+        """
+        return json_response(await self.call("simulate", await read_json_object(request)))
 
     # --- memories -----------------------------------------------------------------
 
     async def list_memories(self, request: web.Request) -> web.Response:
         """Memories, filtered by type or text (query parameters type, q)."""
-        kind = request.query.get("type") or None
-        if kind is not None and kind not in MEMORY_TYPES:
-            raise ApiError(400, f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
+        kind = request.query.get("type") or None         # checked by the list RPC (schemas.ListRequest)
         limit = _int_query(request, "limit", 100_000, 1, 100_000)
         offset = _int_query(request, "offset", 0, 0, 10_000_000)
         needle = (request.query.get("q") or "").strip().casefold()

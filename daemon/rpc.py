@@ -22,6 +22,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ctxos.services.schemas import ContractError, Request, validate
+
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
@@ -41,6 +43,7 @@ NOT_READY = -32011          # the daemon is still loading (only for callers that
 MAX_REQUEST_BYTES = 4 * 1024 * 1024   # one request line; larger ones get INVALID_REQUEST
 
 Handler = Callable[["DaemonContext", dict[str, Any]], Any]
+Schema = type[Request]
 
 
 class RpcError(Exception):
@@ -67,6 +70,17 @@ class RpcMethod:
     wait_ready: bool = True      # wait for the initial load before running (False for status)
     doc: str = ""
     partial_ok: bool = False     # reads that may answer from a cold build's first chunks (say so in status)
+    schema: Schema | None = None  # the request contract (services/schemas.py) params are validated with
+
+
+def checked_params(entry: RpcMethod, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` validated by the method's request model: INVALID_PARAMS with the contract's message."""
+    if entry.schema is None:
+        return params
+    try:
+        return validate(entry.schema, params).params()
+    except ContractError as exc:
+        raise RpcError(INVALID_PARAMS, exc.message, {"allowed": exc.allowed}) from None
 
 
 class RpcRegistry:
@@ -76,13 +90,18 @@ class RpcRegistry:
         self._methods: dict[str, RpcMethod] = {}
 
     def register(self, name: str, handler: Handler, write: bool = False, *,
-                 wait_ready: bool = True, doc: str | None = None, partial_ok: bool = False) -> None:
-        """``partial_ok``: a read that may run while a cold build continues, on the memories indexed so far."""
+                 wait_ready: bool = True, doc: str | None = None, partial_ok: bool = False,
+                 schema: Schema | None = None) -> None:
+        """``partial_ok``: a read that may run while a cold build continues, on the memories indexed so far.
+
+        ``schema``: the request model (``services/schemas.py``); params are validated with it before
+        the handler runs, which then receives them checked, with absent optional ones left out.
+        """
         if name in self._methods:
             raise ValueError(f"RPC method {name!r} is already registered")
         self._methods[name] = RpcMethod(name, handler, write, wait_ready,
                                         (doc if doc is not None else (handler.__doc__ or "")).strip(),
-                                        partial_ok and not write)
+                                        partial_ok and not write, schema)
 
     def get(self, name: str) -> RpcMethod | None:
         return self._methods.get(name)
@@ -103,7 +122,7 @@ class RpcRegistry:
         if CLIENT_PARAM in clean:
             clean = dict(clean)
             client = clean.pop(CLIENT_PARAM)
-        return entry, clean, _attributed(entry, client)
+        return entry, checked_params(entry, clean), _attributed(entry, client)
 
     async def call(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
         """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock.

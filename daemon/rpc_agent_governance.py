@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ctxos.services import schemas
+
 from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
-MAX_TOPIC_CHARS = 2_000
 TOPIC_HITS = 50
 
 
@@ -39,13 +40,7 @@ def review(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Governance findings about a topic (memories matching it by BM25), or all; with pending proposals."""
     from ctxos.services.governance import governance_report
     from ctxos.services.proposals import list_proposals
-    check_known(params, {"topic", "limit"})
-    topic = (param(params, "topic", str, None) or "").strip()
-    limit = param(params, "limit", int, 50)
-    if len(topic) > MAX_TOPIC_CHARS:
-        raise RpcError(INVALID_PARAMS, f"parameter 'topic' is longer than {MAX_TOPIC_CHARS} characters")
-    if not 1 <= limit <= 500:
-        raise RpcError(INVALID_PARAMS, "parameter 'limit' must be between 1 and 500")
+    topic, limit = (params.get("topic") or "").strip(), params["limit"]
     findings = [f.to_dict() for f in governance_report(ctx.engine).findings]
     matched: dict[str, float] = {}
     if topic:
@@ -63,14 +58,12 @@ def review(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 def flag(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Put a memory in the person's governance queue (stale, wrong, duplicate, conflict); the memory is not changed."""
     from ctxos.services.flags import FlagError, flag_memory
-    check_known(params, {"id", "reason", "kind", "by"})
-    memory_id = param(params, "id", str)
+    memory_id = params["id"]
     memory = ctx.engine.get_memory(memory_id)
     if memory is None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
     try:
-        stored = flag_memory(ctx.engine.root, memory, param(params, "reason", str), param(params, "kind", str, "stale"),
-                             by=param(params, "by", str, "agent"))
+        stored = flag_memory(ctx.engine.root, memory, params["reason"], params["kind"], by=params["by"])
     except FlagError as exc:
         raise RpcError(INVALID_PARAMS, str(exc)) from None
     ctx.publish_change({"updated": [], "paths": [], "governance": [stored["fingerprint"]]})
@@ -80,18 +73,11 @@ def flag(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 def propose_merge(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Store a merge proposal (kept outside the served memory) for a person to accept or reject."""
     from ctxos.services.proposals import ProposalError, create_proposal, describe
-    check_known(params, {"ids", "merged_text", "l0", "by", "origin", "finding", "note"})
-    ids = param(params, "ids", list)
-    if not all(isinstance(i, str) for i in ids):
-        raise RpcError(INVALID_PARAMS, "parameter 'ids' must be a list of memory ids")
-    origin = param(params, "origin", str, "agent")
-    if origin not in ("agent", "sampling"):
-        raise RpcError(INVALID_PARAMS, "parameter 'origin' must be 'agent' or 'sampling'")
     memories = _memories(ctx)
     try:
-        proposal = create_proposal(ctx.engine.root, memories, ids, param(params, "merged_text", str),
-                                   param(params, "l0", str), by=param(params, "by", str, "agent"), origin=origin,
-                                   finding=param(params, "finding", str, None), note=param(params, "note", str, ""))
+        proposal = create_proposal(ctx.engine.root, memories, params["ids"], params["merged_text"], params["l0"],
+                                   by=params["by"], origin=params["origin"], finding=params.get("finding"),
+                                   note=params["note"])
     except ProposalError as exc:
         code = NOT_FOUND if str(exc).startswith("no memory") else INVALID_PARAMS
         raise RpcError(code, str(exc)) from None
@@ -160,9 +146,9 @@ def reject_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, A
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("review", review)
-    registry.register("flag", flag)
-    registry.register("propose_merge", propose_merge)
+    registry.register("review", review, schema=schemas.ReviewRequest)
+    registry.register("flag", flag, schema=schemas.FlagRequest)
+    registry.register("propose_merge", propose_merge, schema=schemas.ProposeMergeRequest)
     registry.register("proposals", proposals)
     registry.register("proposal", proposal)
     registry.register("accept_proposal", accept_proposal, write=True)

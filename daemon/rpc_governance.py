@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ctxos.services import schemas
+
 from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,8 +63,7 @@ def archive(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Move a memory to ``_archive/`` (kept, excluded from context; ``unarchive`` undoes it)."""
     from ctxos.services import governance as gov
     from ctxos.services.writes import WriteRefused
-    check_known(params, {"id"})
-    memory_id = param(params, "id", str)
+    memory_id = params["id"]
     if ctx.engine.get_memory(memory_id) is None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
     try:
@@ -75,8 +76,7 @@ def unarchive(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Move an archived memory (by id, file stem or ``_archive/`` path) back where it was."""
     from ctxos.services import governance as gov
     from ctxos.services.writes import WriteRefused
-    check_known(params, {"id"})
-    ref = param(params, "id", str)
+    ref = params["id"]
     try:
         return _publish(ctx, gov.unarchive(ctx.engine, ref))
     except gov.GovernanceError as exc:
@@ -89,11 +89,7 @@ def set_importance(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, An
     """Set a memory's ``importance`` (0.0-1.0) in its frontmatter."""
     from ctxos.services import governance as gov
     from ctxos.services.writes import WriteRefused
-    check_known(params, {"id", "value"})
-    memory_id = param(params, "id", str)
-    value = param(params, "value", float)
-    if not 0.0 <= value <= 1.0:
-        raise RpcError(INVALID_PARAMS, "parameter 'value' must be between 0.0 and 1.0")
+    memory_id, value = params["id"], params["value"]
     if ctx.engine.get_memory(memory_id) is None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
     try:
@@ -168,9 +164,9 @@ def graph(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 def register(registry: RpcRegistry) -> None:
     registry.register("governance", governance)
     registry.register("health", health)
-    registry.register("archive", archive, write=True)
-    registry.register("unarchive", unarchive, write=True)
-    registry.register("set_importance", set_importance, write=True)
+    registry.register("archive", archive, write=True, schema=schemas.MemoryRefRequest)
+    registry.register("unarchive", unarchive, write=True, schema=schemas.MemoryRefRequest)
+    registry.register("set_importance", set_importance, write=True, schema=schemas.SetImportanceRequest)
     registry.register("dismiss", dismiss)
     registry.register("regenerate_router", regenerate_router)
     registry.register("graph", graph, write=True)

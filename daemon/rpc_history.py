@@ -9,32 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
+from ctxos.services import schemas
+
+from .rpc import NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
 
-def _ref(params: dict[str, Any]) -> str:
-    ref = param(params, "id", str).strip()
-    if not ref:
-        raise RpcError(INVALID_PARAMS, "parameter 'id' must not be empty")
-    return ref
-
-
-def _version_number(params: dict[str, Any], name: str) -> int:
-    n = param(params, name, int)
-    if n < 1:
-        raise RpcError(INVALID_PARAMS, f"parameter '{name}' must be a version number (1 or more)")
-    return n
-
-
 def history(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """A memory's versions, newest first: number, when, who, tool, summary (git commits or the journal)."""
     from ctxos.services.history import HistoryError, memory_history
-    check_known(params, {"id"})
     try:
-        return memory_history(ctx.engine, _ref(params))
+        return memory_history(ctx.engine, params["id"].strip())
     except HistoryError as exc:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
@@ -42,9 +29,8 @@ def history(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 def history_version(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """One version's full text, its diff against the version before it and against the file now."""
     from ctxos.services.history import HistoryError, memory_version
-    check_known(params, {"id", "n"})
     try:
-        return memory_version(ctx.engine, _ref(params), _version_number(params, "n"))
+        return memory_version(ctx.engine, params["id"].strip(), params["n"])
     except HistoryError as exc:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
@@ -55,11 +41,8 @@ def revert(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     from ctxos.services.history import HistoryError
     from ctxos.services.history import revert as revert_version
     from ctxos.services.writes import WriteConflict, WriteRefused
-    check_known(params, {"id", "to", "expected_version", "expected_checksum"})
-    ref = _ref(params)
-    to = _version_number(params, "to")
-    expected = param(params, "expected_version", int, None)
-    checksum = param(params, "expected_checksum", str, None)
+    ref, to = params["id"].strip(), params["to"]
+    expected, checksum = params.get("expected_version"), params.get("expected_checksum")
     try:
         result = revert_version(ctx.engine, ref, to, expected_version=expected, expected_checksum=checksum)
     except HistoryError as exc:
@@ -73,6 +56,6 @@ def revert(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("history", history)
-    registry.register("history_version", history_version)
-    registry.register("revert", revert, write=True)
+    registry.register("history", history, schema=schemas.MemoryRefRequest)
+    registry.register("history_version", history_version, schema=schemas.HistoryVersionRequest)
+    registry.register("revert", revert, write=True, schema=schemas.RevertRequest)

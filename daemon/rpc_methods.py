@@ -1,7 +1,8 @@
 """The core RPC methods: status, the one query path, memories, writes, reindex, doctor.
 
-Each handler is a thin, synchronous adapter: check the named params, call the
-engine, return plain JSON. The registry decides the thread (read pool, or the
+Each handler is a thin, synchronous adapter: call the engine with params the
+registry already checked against the method's request model
+(``services/schemas.py``), return plain JSON. The registry decides the thread (read pool, or the
 write thread behind the write lock for ``write=True``). The same functions
 serve the daemon's socket, HTTP (through ``ctx.rpc``), MCP and the CLI's
 in-process fallback, so every front end gets identical answers.
@@ -11,19 +12,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ctxos.services.ontology import MEMORY_TYPES
-from ctxos.services.model import TIERS
+from ctxos.services import schemas
 
-from .rpc import (INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known,
-                  param)
+from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
 log = logging.getLogger(__name__)
 
-MAX_QUERY_CHARS = 10_000
-MAX_BUDGET_TOKENS = 1_000_000
+
+
 def _write_refused(exc: Exception) -> RpcError:
     """A safety rule said no: WRITE_REFUSED, flagged as a conflict when it is about versions."""
     from ctxos.services.writes import WriteConflict
@@ -73,25 +72,12 @@ def _engine_status(ctx: "DaemonContext") -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the one query path
 
-def _query_params(params: dict[str, Any]) -> tuple[str, int | None, str | None]:
-    check_known(params, {"query", "budget_tokens", "intent"})
-    query = param(params, "query", str)
-    if not query.strip():
-        raise RpcError(INVALID_PARAMS, "parameter 'query' must not be empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise RpcError(INVALID_PARAMS, f"parameter 'query' is longer than {MAX_QUERY_CHARS} characters")
-    budget = param(params, "budget_tokens", int, None)
-    if budget is not None and not 1 <= budget <= MAX_BUDGET_TOKENS:
-        raise RpcError(INVALID_PARAMS, f"parameter 'budget_tokens' must be between 1 and {MAX_BUDGET_TOKENS}")
-    intent = param(params, "intent", str, None) or None
-    return query, budget, intent
-
-
 def _run_query(ctx: "DaemonContext", params: dict[str, Any], record_access: bool) -> dict[str, Any]:
+    """``params`` checked by ``schemas.ContextRequest``; an unknown intent is the query path's to refuse."""
     from ctxos.services.query import QueryError
-    query, budget, intent = _query_params(params)
     try:
-        context = ctx.engine.execute_context_query(query, budget, intent, record_access=record_access)
+        context = ctx.engine.execute_context_query(params["query"], params.get("budget_tokens"),
+                                                   params.get("intent") or None, record_access=record_access)
         result = context.to_dict()
     except QueryError as exc:  # an unknown intent or a bad budget: the caller's mistake
         raise RpcError(INVALID_PARAMS, str(exc)) from None
@@ -125,11 +111,7 @@ def simulate(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """One memory with its text; ``tier`` (L0/L1/L2) adds ``text`` rendered at that tier."""
-    check_known(params, {"id", "tier"})
-    memory_id = param(params, "id", str)
-    tier = param(params, "tier", str, None)
-    if tier is not None and tier not in TIERS:
-        raise RpcError(INVALID_PARAMS, f"parameter 'tier' must be one of {', '.join(TIERS)}")
+    memory_id, tier = params["id"], params.get("tier")
     memory = ctx.engine.get_memory(memory_id)
     if memory is None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
@@ -142,14 +124,7 @@ def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 def list_memories(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Every memory's metadata (no text), optionally of one ``type``; ``invalid`` lists skipped files."""
-    check_known(params, {"type", "limit", "offset"})
-    kind = param(params, "type", str, None) or None
-    if kind is not None and kind not in MEMORY_TYPES:
-        raise RpcError(INVALID_PARAMS, f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
-    limit = param(params, "limit", int, None)
-    offset = param(params, "offset", int, 0)
-    if (limit is not None and limit < 0) or offset < 0:
-        raise RpcError(INVALID_PARAMS, "'limit' and 'offset' must not be negative")
+    kind, limit, offset = params.get("type"), params.get("limit"), params["offset"]
     memories = ctx.engine.list_memories(kind)
     page = memories[offset:offset + limit if limit is not None else None]
     return {"memories": [m.to_dict(include_text=False) for m in page], "total": len(memories),
@@ -164,8 +139,7 @@ def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """
     from ctxos.services.skill_lookup import SkillLookupError
 
-    check_known(params, {"name"})
-    name = param(params, "name", str)
+    name = params["name"]
     try:
         match = ctx.engine.find_skill(name)
     except SkillLookupError as exc:
@@ -189,23 +163,9 @@ def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- writes
 
-_SAVE_FIELDS = {"type": str, "content": str, "l0": str, "id": str, "tags": list, "related": list,
-                "importance": float, "l1": str, "expected_version": int, "expected_checksum": str,
-                "always_load": bool}
-_SAVE_REQUIRED = ("type", "content", "l0")
-
-
 def save_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Create or update a memory through the write rules; indexed before it returns."""
-    check_known(params, set(_SAVE_FIELDS))
-    fields: dict[str, Any] = {}
-    for name, kind in _SAVE_FIELDS.items():
-        value = param(params, name, kind) if name in _SAVE_REQUIRED else param(params, name, kind, None)
-        if value is not None:
-            fields[name] = value
-    for name in ("tags", "related"):
-        if name in fields and not all(isinstance(item, str) for item in fields[name]):
-            raise RpcError(INVALID_PARAMS, f"parameter '{name}' must be a list of strings")
+    fields = dict(params)
     # Runs behind the write lock, so "did it exist before" cannot change under us.
     existed = "id" in fields and ctx.engine.get_memory(fields["id"]) is not None
     try:
@@ -232,9 +192,7 @@ def _save_warnings(ctx: "DaemonContext", saved: Any, raw_l0: str | None) -> list
 
 def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Append a timestamped line to today's session log."""
-    check_known(params, {"event", "details"})
-    event = param(params, "event", str)
-    details = param(params, "details", str, None)
+    event, details = params["event"], params.get("details")
     try:
         rel_path = ctx.engine.log_session(event, details)
     except _refusal_types() as exc:
@@ -268,12 +226,12 @@ def _publish(ctx: "DaemonContext", *, updated: list[str], paths: list[str]) -> N
 def register(registry: RpcRegistry) -> None:
     registry.register("status", status, wait_ready=False)
     # Reads answer during a cold build from the memories indexed so far (status says "indexing n of N").
-    registry.register("get_context", get_context, partial_ok=True)
-    registry.register("simulate", simulate, partial_ok=True)
-    registry.register("get_memory", get_memory, partial_ok=True)
-    registry.register("list", list_memories, partial_ok=True)
-    registry.register("get_skill", get_skill, partial_ok=True)
+    registry.register("get_context", get_context, partial_ok=True, schema=schemas.ContextRequest)
+    registry.register("simulate", simulate, partial_ok=True, schema=schemas.ContextRequest)
+    registry.register("get_memory", get_memory, partial_ok=True, schema=schemas.GetMemoryRequest)
+    registry.register("list", list_memories, partial_ok=True, schema=schemas.ListRequest)
+    registry.register("get_skill", get_skill, partial_ok=True, schema=schemas.GetSkillRequest)
     registry.register("doctor", doctor)
-    registry.register("save_memory", save_memory, write=True)
-    registry.register("log_session", log_session, write=True)
+    registry.register("save_memory", save_memory, write=True, schema=schemas.SaveMemoryRequest)
+    registry.register("log_session", log_session, write=True, schema=schemas.LogSessionRequest)
     registry.register("reindex", reindex, write=True)

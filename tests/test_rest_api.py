@@ -116,7 +116,7 @@ def test_simulate_intent_and_errors(url: str) -> None:
         ({"query": "   "}, "query"),
         ({"query": "x", "budget_tokens": -5}, "budget_tokens"),
         ({"query": "x", "budget_tokens": "many"}, "budget_tokens"),
-        ({"query": "x", "colour": "red"}, "unknown field"),
+        ({"query": "x", "colour": "red"}, "colour: unknown parameter"),
         ({"query": "x", "intent": "telepathy"}, "unknown intent"),
     ]
     for body, words in cases:
@@ -141,7 +141,7 @@ def test_list_memories_with_filters(url: str) -> None:
     assert {m["id"] for m in baking} == {"sourdough", "oven-temps", "flour-choice"}
     page = get(url, "/api/memories?limit=2&offset=1").json()
     assert page["count"] == 2 and page["total"] >= 9
-    assert "unknown type" in error_of(get(url, "/api/memories?type=poem"))["message"]
+    assert "type: must be one of" in error_of(get(url, "/api/memories?type=poem"))["message"]
     assert get(url, "/api/memories?limit=lots").status == 400
 
 
@@ -175,7 +175,7 @@ def test_create_memory_writes_a_file(url: str, daemon: DaemonProcess) -> None:
     assert r.status == 403 and "not allowed" in error_of(r)["message"]
     assert not (daemon.root.parent / "escape.md").exists()
     r = post(url, "/api/memories", {"type": "poem", "l0": "x", "content": "y"})
-    assert r.status == 403 and "unknown type" in error_of(r)["message"]
+    assert r.status == 400 and "type: must be one of" in error_of(r)["message"]
     r = post(url, "/api/memories", {"type": "task", "content": "no summary"})
     assert r.status == 400 and "l0" in error_of(r)["message"]
     r = post(url, "/api/memories", {"type": "task", "l0": "x", "content": "y", "importance": "high"})

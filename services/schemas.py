@@ -1,0 +1,271 @@
+"""The request contracts: one pydantic model per operation, with its limits written once.
+
+Every transport validates a call with the model here before any work is done:
+the socket RPC registry (``RpcRegistry.register(name, handler, schema=...)``),
+REST (which calls the same RPC methods), the MCP tools (whose input JSON
+schema is the model's own) and the CLI (through the RPC). So a bad parameter
+gets the same message whichever way it arrives, in user words and naming the
+parameter, e.g. ``budget_tokens: must be between 1 and 200000 (got -5)``.
+
+Models are strict: JSON ``true`` is not a number, ``"5"`` is not an integer
+(an integer is accepted where a number is expected), and an unknown
+parameter is refused, so a typo fails loudly instead of being ignored.
+The limits below are the only place these numbers live; docs point here.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .model import TIERS
+from .ontology import MEMORY_TYPES
+
+# ---------------------------------------------------------------- limits (the one place they live)
+
+MAX_QUERY_CHARS = 10_000          # a query longer than this is a document, not a question
+MAX_BUDGET_TOKENS = 200_000       # the largest context a model reads today; one limit for every transport
+MAX_TOPIC_CHARS = 2_000           # review_memories' topic
+MAX_REVIEW_LIMIT = 500            # findings one review returns
+
+MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
+Tier = Literal["L0", "L1", "L2"]
+if set(MemoryType.__args__) != set(MEMORY_TYPES) or set(Tier.__args__) != set(TIERS):  # type: ignore[attr-defined]
+    raise ImportError("schemas.MemoryType/Tier are out of date with ontology.MEMORY_TYPES/model.TIERS")  # pragma: no cover
+
+
+class ContractError(ValueError):
+    """A request that breaks its contract; ``message`` names each bad parameter and why."""
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.allowed = allowed
+
+
+class Request(BaseModel):
+    """Base of every request model: strict types, unknown parameters refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def params(self) -> dict[str, Any]:
+        """The validated parameters as the handler reads them (absent optional ones left out)."""
+        return self.model_dump(exclude_none=True)
+
+
+def _not_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+# ---------------------------------------------------------------- the one query path
+
+class ContextRequest(Request):
+    """``get_context`` and ``simulate``: what an agent would load for a query within a token budget."""
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       description="what you are working on, in plain words")
+    budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description=
+                                      "token budget for the rendered context; default from the workspace config")
+    intent: str | None = Field(None, description=
+                               "debug, brainstorm, recall or default (or a row of the workspace's weights:); "
+                               "detected from the query when omitted")
+
+    _query_not_blank = field_validator("query")(_not_blank)
+
+
+# ---------------------------------------------------------------- memories
+
+class GetMemoryRequest(Request):
+    """``get_memory``: one memory with its text."""
+
+    id: str = Field(min_length=1, description="the memory's id")
+    tier: Tier | None = Field(None, description="also render the text at this tier (L0, L1 or L2)")
+
+
+class ListRequest(Request):
+    """``list``: every memory's metadata, optionally of one type, a page at a time."""
+
+    type: MemoryType | None = Field(None, description="only memories of this type")
+    limit: int | None = Field(None, ge=0, description="at most this many (default: all)")
+    offset: int = Field(0, ge=0, description="skip this many first")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _empty_type_is_all(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+
+class GetSkillRequest(Request):
+    """``get_skill``: a skill by its exact id, file name or title."""
+
+    name: str = Field(min_length=1, description="the skill's exact id, file name or title (any case)")
+
+    _name_not_blank = field_validator("name")(_not_blank)
+
+
+# ---------------------------------------------------------------- writes
+
+class SaveMemoryRequest(Request):
+    """``save_memory``: create or update a memory through the write rules."""
+
+    type: MemoryType = Field(description="memory type; decides the folder")
+    content: str = Field(description="the full text (L2), markdown")
+    l0: str = Field(min_length=1, description="one-line summary shown in the catalog")
+    id: str | None = Field(None, description="id to create or update (letters, digits, . _ -)")
+    tags: list[str] | None = Field(None, description="tags; omitted keeps an existing memory's tags")
+    related: list[str] | None = Field(None, description="ids of related memories")
+    importance: float | None = Field(None, ge=0.0, le=1.0, description="0..1, default 0.5")
+    l1: str | None = Field(None, description="a paragraph-length summary (L1 tier)")
+    expected_version: int | None = Field(None, ge=1, description=
+                                         "the version you read; required to update an existing memory")
+    expected_checksum: str | None = Field(None, description=
+                                          "the checksum of the memory you read (memory:// gives it); optional: "
+                                          "the server remembers what it served, so expected_version alone "
+                                          "already refuses a save over a person's edit")
+    always_load: bool | None = Field(None, description="load it with every context, like a rule")
+
+    _l0_not_blank = field_validator("l0")(_not_blank)
+
+
+class LogSessionRequest(Request):
+    """``log_session``: append a timestamped line to today's session log."""
+
+    event: str = Field(min_length=1, description="what happened, one line")
+    details: str | None = Field(None, description="optional detail, may span lines")
+
+    _event_not_blank = field_validator("event")(_not_blank)
+
+
+class MemoryRefRequest(Request):
+    """``archive``, ``unarchive`` and ``history``: one memory by id (unarchive: or its ``_archive/`` path)."""
+
+    id: str = Field(min_length=1, description="the memory's id")
+
+    _id_not_blank = field_validator("id")(_not_blank)
+
+
+class SetImportanceRequest(MemoryRefRequest):
+    """``set_importance``: a memory's importance in its frontmatter."""
+
+    value: float = Field(ge=0.0, le=1.0, description="importance, 0.0 to 1.0")
+
+
+class HistoryVersionRequest(MemoryRefRequest):
+    """``history_version``: one version's text and diffs."""
+
+    n: int = Field(ge=1, description="the version number (1 or more)")
+
+
+class RevertRequest(MemoryRefRequest):
+    """``revert``: restore a version of a memory as a new version."""
+
+    to: int = Field(ge=1, description="the version to restore (1 or more)")
+    expected_version: int | None = Field(None, ge=1, description="the version you read")
+    expected_checksum: str | None = Field(None, description="the checksum of the version you read")
+
+
+# ---------------------------------------------------------------- agents' governance
+
+class ReviewRequest(Request):
+    """``review`` (MCP ``review_memories``): findings that need a judgment, optionally about a topic."""
+
+    topic: str | None = Field(None, max_length=MAX_TOPIC_CHARS, description="only findings about this topic")
+    limit: int = Field(50, ge=1, le=MAX_REVIEW_LIMIT, description="at most this many findings")
+
+
+class FlagRequest(Request):
+    """``flag`` (MCP ``flag_memory``): mark a memory as stale, wrong or duplicated for a person to decide."""
+
+    id: str = Field(min_length=1, description="the memory's id")
+    reason: str = Field(description="why, in one or two sentences")
+    kind: str = Field("stale", description="stale, wrong, duplicate or other")
+    by: str = Field("agent", description="who flags it")
+
+
+class ProposeMergeRequest(Request):
+    """``propose_merge``: a merged text for several memories, for a person to accept or reject."""
+
+    ids: list[str] = Field(description="the memories to merge, the one to keep first")
+    merged_text: str = Field(description="the merged memory's text")
+    l0: str = Field(description="the merged memory's one-line summary")
+    by: str = Field("agent", description="who proposes it")
+    origin: Literal["agent", "sampling"] = Field("agent", description="written by the agent, or by MCP sampling")
+    finding: str | None = Field(None, description="the finding (fingerprint) this answers")
+    note: str = Field("", description="a note for the person deciding")
+
+
+# ---------------------------------------------------------------- validation
+
+_TYPE_WORDS = {"int": "a whole number", "float": "a number", "string": "a string", "bool": "true or false",
+               "list": "a list", "dict": "an object", "model": "an object"}
+
+
+def _got(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
+    field = model.model_fields.get(name)
+    lo = hi = None
+    for item in (field.metadata if field is not None else []):
+        lo = getattr(item, "ge", None) if getattr(item, "ge", None) is not None else lo
+        hi = getattr(item, "le", None) if getattr(item, "le", None) is not None else hi
+    return lo, hi
+
+
+def _describe(model: type[BaseModel], error: Any) -> str:
+    """One pydantic error in user words: ``name: what is wrong (got value)``."""
+    loc = ".".join(str(part) for part in error["loc"]) or "params"
+    name = str(error["loc"][0]) if error["loc"] else ""
+    kind, got, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind == "missing":
+        return f"{loc}: is required"
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown parameter (expected: {', '.join(model.model_fields)})"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        lo, hi = _bounds(model, name)
+        if lo is not None and hi is not None:
+            return f"{loc}: must be between {lo} and {hi} (got {_got(got)})"
+        return f"{loc}: must be at least {lo} (got {_got(got)})" if lo is not None \
+            else f"{loc}: must be at most {hi} (got {_got(got)})"
+    if kind == "string_too_short" or (kind == "too_short" and ctx.get("min_length") == 1):
+        return f"{loc}: must not be empty"
+    if kind == "string_too_long":
+        return f"{loc}: must be at most {ctx.get('max_length')} characters (got {len(got)})"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace(" or ", ", ").replace("'", "")
+        return f"{loc}: must be one of: {expected} (got {_got(got)})"
+    if kind == "value_error":
+        return f"{loc}: {ctx.get('error', error['msg'])}"
+    base = kind.split("_")[0]
+    if kind.endswith("_type") or kind.endswith("_parsing") or kind == "int_from_float":
+        return f"{loc}: must be {_TYPE_WORDS.get(base, base)} (got {_got(got)})"
+    return f"{loc}: {error['msg'].lower()} (got {_got(got)})"
+
+
+def validate(model: type[Request], params: Any) -> Request:
+    """``params`` checked against ``model``; a :class:`ContractError` names every bad parameter.
+
+    ``params`` must be an object of named parameters (``None`` means none).
+    """
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ContractError("params must be an object of named parameters", list(model.model_fields))
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        messages = [_describe(model, error) for error in exc.errors(include_url=False)]
+        raise ContractError("; ".join(messages), list(model.model_fields)) from None
+
+
+def input_schema(model: type[Request]) -> dict[str, Any]:
+    """The JSON schema of a request (an MCP tool's ``inputSchema``, the REST docs)."""
+    return model.model_json_schema()
