@@ -21,7 +21,7 @@ and call ``propose_merge``.
 # SDK can only see in an annotation evaluated when the function is defined.
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
@@ -126,10 +126,9 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
                     "decaying and expired memories, each with its fingerprint, kind, ids and evidence; and "
                     "merge proposals already waiting. Read-only.",
     )
-    async def review_memories(
-        topic: Annotated[str | None, Field(description="what you are working on; omitted: every finding")] = None,
-        limit: Annotated[int, Field(ge=1, le=500, description="at most this many findings")] = 50,
-    ) -> Annotated[CallToolResult, ReviewOut]:
+    async def review_memories(topic: str | None = None,
+                              limit: int = 50) -> Annotated[CallToolResult, ReviewOut]:
+        """Input: ``schemas.ReviewRequest`` (bound in ``build_mcp_server``)."""
         result = await call(backend, "review", {"topic": topic, "limit": limit})
         out = ReviewOut(topic=result.get("topic"), total=int(result.get("total", 0)),
                         findings=[_finding_out(f) for f in result.get("findings", [])],
@@ -149,15 +148,10 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
                     "goes to their governance queue (and a desktop notification). The memory itself does not "
                     "change; the flag clears when someone edits the memory or the person dismisses it.",
     )
-    async def flag_memory(
-        id: Annotated[str, Field(min_length=1, description="the memory's id")],
-        reason: Annotated[str, Field(min_length=1, max_length=1000, description=
-                          "what is wrong, in one or two sentences a person can act on")],
-        kind: Annotated[Literal["stale", "wrong", "duplicate", "conflict"], Field(description=
-                        "stale (out of date), wrong (incorrect), duplicate (of another memory: name it in the "
-                        "reason), conflict (contradicts another memory: name it)")] = "stale",
-        ctx: Context = None,  # type: ignore[assignment]
-    ) -> Annotated[CallToolResult, FlagOut]:
+    async def flag_memory(id: str, reason: str, kind: str = "stale",
+                          ctx: Context = None,  # type: ignore[assignment]
+                          ) -> Annotated[CallToolResult, FlagOut]:
+        """Input: ``schemas.FlagToolRequest``."""
         result = await call(backend, "flag", {"id": id, "reason": reason, "kind": kind, "by": client_label(ctx)})
         out = FlagOut(id=result["memory_id"], kind=result["kind"], reason=result["reason"],
                       fingerprint=result["fingerprint"], repeated=bool(result.get("repeated")))
@@ -171,13 +165,10 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
                     "merged text; the others would be archived), the full merged text and its one-line l0. The "
                     "proposal is stored for a person, who sees a diff against each source. " + NOTHING_CHANGES,
     )
-    async def propose_merge(
-        ids: Annotated[list[str], Field(min_length=2, max_length=20, description=
-                       "the memories to merge; the first is kept, the rest archived on accept")],
-        merged_text: Annotated[str, Field(min_length=1, description="the full text of the merged memory, markdown")],
-        l0: Annotated[str, Field(min_length=1, max_length=300, description="one-line summary of the merged memory")],
-        ctx: Context = None,  # type: ignore[assignment]
-    ) -> Annotated[CallToolResult, ProposalOut]:
+    async def propose_merge(ids: list[str], merged_text: str, l0: str,
+                            ctx: Context = None,  # type: ignore[assignment]
+                            ) -> Annotated[CallToolResult, ProposalOut]:
+        """Input: ``schemas.ProposeMergeToolRequest``."""
         result = await call(backend, "propose_merge", {"ids": ids, "merged_text": merged_text, "l0": l0,
                                                        "by": client_label(ctx), "origin": "agent"})
         out = _proposal_out(result)

@@ -19,7 +19,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from ctxos.services.ontology import MEMORY_TYPES
+from ctxos.services import schemas
+
+from .mcp_contracts import bind_contract
 
 log = logging.getLogger("ctxos.mcp")
 
@@ -32,9 +34,16 @@ INSTRUCTIONS = (
     "expected_version. Fetch full procedures with get_skill. Log notable events with log_session. "
     "If a memory looks stale, wrong or duplicated, flag_memory it or propose_merge a fix: a person decides."
 )
-MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
-if set(MemoryType.__args__) != set(MEMORY_TYPES):  # type: ignore[attr-defined]  # pragma: no cover
-    raise ImportError("mcp_server.MemoryType is out of date with ontology.MEMORY_TYPES")
+# Each tool's input is a request contract (services/schemas.py): schema, limits and messages.
+TOOL_CONTRACTS: dict[str, type[schemas.Request]] = {
+    "get_context": schemas.ContextRequest,
+    "save_memory": schemas.SaveMemoryToolRequest,
+    "get_skill": schemas.GetSkillRequest,
+    "log_session": schemas.LogSessionRequest,
+    "review_memories": schemas.ReviewRequest,
+    "flag_memory": schemas.FlagToolRequest,
+    "propose_merge": schemas.ProposeMergeToolRequest,
+}
 
 
 class BackendError(Exception):
@@ -219,13 +228,8 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                     "budget_tokens. The selection (ids, tiers, tokens, scores) comes with it so you "
                     "can ask for more, e.g. a memory://{id} resource.",
     )
-    async def get_context(
-        query: Annotated[str, Field(min_length=1, description="what you are working on, in plain words")],
-        budget_tokens: Annotated[int | None, Field(ge=1, le=200_000, description=
-                                 "token budget for the rendered context; default from the workspace config")] = None,
-        intent: Annotated[str | None, Field(description=
-                          "debug, brainstorm, recall or default; detected from the query when omitted")] = None,
-    ) -> Annotated[CallToolResult, ContextOut]:
+    async def get_context(query: str, budget_tokens: int | None = None,
+                          intent: str | None = None) -> Annotated[CallToolResult, ContextOut]:
         result = await _call(backend, "get_context",
                              {"query": query, "budget_tokens": budget_tokens, "intent": intent})
         out = ContextOut(
@@ -246,28 +250,15 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                     "sources/ and files changed on disk since you read them are refused.",
     )
     async def save_memory(
-        type: Annotated[MemoryType, Field(description="memory type; decides the folder")],
-        content: Annotated[str, Field(min_length=1, description="the full text (L2), markdown")],
-        l0: Annotated[str, Field(min_length=1, description="one-line summary shown in the catalog")],
-        id: Annotated[str | None, Field(description="id to create or update (letters, digits, . _ -)")] = None,
-        tags: Annotated[list[str] | None, Field(description="tags; omitted keeps an existing memory's tags")] = None,
-        related: Annotated[list[str] | None, Field(description="ids of related memories")] = None,
-        importance: Annotated[float | None, Field(ge=0.0, le=1.0, description="0..1, default 0.5")] = None,
-        l1: Annotated[str | None, Field(description="a paragraph-length summary (L1 tier)")] = None,
-        expected_version: Annotated[int | None, Field(ge=1, description=
-                                    "the version you read; required to update an existing memory")] = None,
-        expected_checksum: Annotated[str | None, Field(description=
-                                     "the checksum of the memory you read (memory:// gives it); optional: "
-                                     "the server remembers what it served, so expected_version alone "
-                                     "already refuses a save over a person's edit")] = None,
-        workspace: Annotated[str | None, Field(description=
-                             "another registered workspace to write to (e.g. a federated 'global' one); "
-                             "default: this one")] = None,
-        ctx: Context | None = None,
+        type: str, content: str, l0: str, id: str | None = None, tags: list[str] | None = None,
+        related: list[str] | None = None, importance: float | None = None, l1: str | None = None,
+        expected_version: int | None = None, expected_checksum: str | None = None,
+        always_load: bool | None = None, workspace: str | None = None, ctx: Context | None = None,
     ) -> Annotated[CallToolResult, SaveOut]:
         params = {"type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
                   "importance": importance, "l1": l1, "expected_version": expected_version,
-                  "expected_checksum": expected_checksum, "_client": client_label(ctx)}
+                  "expected_checksum": expected_checksum, "always_load": always_load,
+                  "_client": client_label(ctx)}
         if workspace:
             params["workspace"] = workspace
         result = await _call(backend, "save_memory", params)
@@ -289,9 +280,7 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
                     "of those); a name that is a rule or another non-skill memory is refused and says what "
                     "it is (read it with memory://{id}). Use get_context to find a skill by topic.",
     )
-    async def get_skill(
-        name: Annotated[str, Field(min_length=1, description="the skill's exact id, file name or title (any case)")],
-    ) -> Annotated[CallToolResult, SkillOut]:
+    async def get_skill(name: str) -> Annotated[CallToolResult, SkillOut]:
         result = await _call(backend, "get_skill", {"name": name})
         memory = result.get("memory", result) if isinstance(result, dict) else result
         if not memory or memory.get("type") != "skill" or memory.get("matched") is not True:
@@ -307,11 +296,8 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         title="Log session",
         description="Append a timestamped entry to today's session log (02-daily/YYYY-MM-DD.md).",
     )
-    async def log_session(
-        event: Annotated[str, Field(min_length=1, description="what happened, one line")],
-        details: Annotated[str | None, Field(description="optional detail, may span lines")] = None,
-        ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, LogOut]:
+    async def log_session(event: str, details: str | None = None,
+                          ctx: Context | None = None) -> Annotated[CallToolResult, LogOut]:
         result = await _call(backend, "log_session", {"event": event, "details": details,
                                                       "_client": client_label(ctx)})
         path = result["path"] if isinstance(result, dict) else str(result)
@@ -359,4 +345,6 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
 
     from .mcp_governance import register_governance_tools   # review, flag, propose/draft a merge
     register_governance_tools(mcp, backend, _call, _tool_result)
+    for tool_name, request in TOOL_CONTRACTS.items():
+        bind_contract(mcp, tool_name, request)
     return mcp

@@ -151,10 +151,10 @@ def _int_query(request: web.Request, name: str, default: int, lo: int, hi: int) 
 
 
 def _pick(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
-    """Keep the known fields; unknown ones are refused so a typo fails loudly."""
+    """Keep the known fields; unknown ones are refused so a typo fails loudly (the contracts' wording)."""
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(unknown)}", {"allowed": sorted(allowed)})
+        raise ApiError(400, "; ".join(f"{name}: unknown parameter" for name in unknown), {"allowed": sorted(allowed)})
     return {k: v for k, v in body.items() if v is not None}
 
 
@@ -315,9 +315,9 @@ class RestApi:
         return await self.call("get_memory", {"id": memory_id})
 
     async def create_memory(self, request: web.Request) -> web.Response:
-        """Create a memory through the write gate."""
+        """Create a memory through the write gate (the body is checked by ``schemas.SaveMemoryRequest``)."""
         body = await read_json_object(request)
-        params = _pick(body, ("type", "content", "l0", "id", "tags", "related", "importance", "l1", "always_load"))
+        params = {k: v for k, v in body.items() if v is not None}
         if params.get("id"):
             existing = await self._memory_or_none(str(params["id"]))
             if existing is not None:

@@ -19,8 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .flags import FLAG_KINDS, MAX_REASON_CHARS
 from .model import TIERS
 from .ontology import MEMORY_TYPES
+from .proposals import MAX_L0_CHARS, MAX_SOURCES, MAX_TEXT_CHARS, MIN_SOURCES
 
 # ---------------------------------------------------------------- limits (the one place they live)
 
@@ -31,8 +33,10 @@ MAX_REVIEW_LIMIT = 500            # findings one review returns
 
 MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
 Tier = Literal["L0", "L1", "L2"]
-if set(MemoryType.__args__) != set(MEMORY_TYPES) or set(Tier.__args__) != set(TIERS):  # type: ignore[attr-defined]
-    raise ImportError("schemas.MemoryType/Tier are out of date with ontology.MEMORY_TYPES/model.TIERS")  # pragma: no cover
+FlagKind = Literal["stale", "wrong", "duplicate", "conflict"]
+if (set(MemoryType.__args__) != set(MEMORY_TYPES) or set(Tier.__args__) != set(TIERS)  # type: ignore[attr-defined]
+        or set(FlagKind.__args__) != set(FLAG_KINDS)):  # type: ignore[attr-defined]  # pragma: no cover
+    raise ImportError("schemas' Literal types are out of date with MEMORY_TYPES / TIERS / FLAG_KINDS")
 
 
 class ContractError(ValueError):
@@ -130,6 +134,13 @@ class SaveMemoryRequest(Request):
     _l0_not_blank = field_validator("l0")(_not_blank)
 
 
+class SaveMemoryToolRequest(SaveMemoryRequest):
+    """The MCP ``save_memory`` tool: ``save_memory`` plus the workspace to write to (routed by the daemon)."""
+
+    workspace: str | None = Field(None, description="another registered workspace to write to (e.g. a "
+                                                    "federated 'global' one); default: this one")
+
+
 class LogSessionRequest(Request):
     """``log_session``: append a timestamped line to today's session log."""
 
@@ -176,21 +187,38 @@ class ReviewRequest(Request):
     limit: int = Field(50, ge=1, le=MAX_REVIEW_LIMIT, description="at most this many findings")
 
 
-class FlagRequest(Request):
-    """``flag`` (MCP ``flag_memory``): mark a memory as stale, wrong or duplicated for a person to decide."""
+class FlagToolRequest(Request):
+    """The MCP ``flag_memory`` tool: what an agent says about a memory (who it is comes from the session)."""
 
     id: str = Field(min_length=1, description="the memory's id")
-    reason: str = Field(description="why, in one or two sentences")
-    kind: str = Field("stale", description="stale, wrong, duplicate or other")
+    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS, description=
+                        "what is wrong, in one or two sentences a person can act on")
+    kind: FlagKind = Field("stale", description=
+                           "stale (out of date), wrong (incorrect), duplicate (of another memory: name it in the "
+                           "reason), conflict (contradicts another memory: name it)")
+
+    _reason_not_blank = field_validator("reason")(_not_blank)
+
+
+class FlagRequest(FlagToolRequest):
+    """``flag``: put a memory in the person's governance queue."""
+
     by: str = Field("agent", description="who flags it")
 
 
-class ProposeMergeRequest(Request):
+class ProposeMergeToolRequest(Request):
+    """The MCP ``propose_merge`` tool: the memories and the merged text (who and how come from the session)."""
+
+    ids: list[str] = Field(min_length=MIN_SOURCES, max_length=MAX_SOURCES, description=
+                           "the memories to merge; the first is kept, the rest archived on accept")
+    merged_text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description=
+                             "the full text of the merged memory, markdown")
+    l0: str = Field(min_length=1, max_length=MAX_L0_CHARS, description="one-line summary of the merged memory")
+
+
+class ProposeMergeRequest(ProposeMergeToolRequest):
     """``propose_merge``: a merged text for several memories, for a person to accept or reject."""
 
-    ids: list[str] = Field(description="the memories to merge, the one to keep first")
-    merged_text: str = Field(description="the merged memory's text")
-    l0: str = Field(description="the merged memory's one-line summary")
     by: str = Field("agent", description="who proposes it")
     origin: Literal["agent", "sampling"] = Field("agent", description="written by the agent, or by MCP sampling")
     finding: str | None = Field(None, description="the finding (fingerprint) this answers")
@@ -228,15 +256,19 @@ def _describe(model: type[BaseModel], error: Any) -> str:
     if kind == "missing":
         return f"{loc}: is required"
     if kind == "extra_forbidden":
-        return f"{loc}: unknown parameter (expected: {', '.join(model.model_fields)})"
+        return f"{loc}: unknown parameter"      # the known ones: ContractError.allowed, the JSON schema
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         lo, hi = _bounds(model, name)
         if lo is not None and hi is not None:
             return f"{loc}: must be between {lo} and {hi} (got {_got(got)})"
         return f"{loc}: must be at least {lo} (got {_got(got)})" if lo is not None \
             else f"{loc}: must be at most {hi} (got {_got(got)})"
-    if kind == "string_too_short" or (kind == "too_short" and ctx.get("min_length") == 1):
+    if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return f"{loc}: must not be empty"
+    if kind == "too_short":
+        return f"{loc}: must have at least {ctx.get('min_length')} items (got {ctx.get('actual_length')})"
+    if kind == "too_long":
+        return f"{loc}: must have at most {ctx.get('max_length')} items (got {ctx.get('actual_length')})"
     if kind == "string_too_long":
         return f"{loc}: must be at most {ctx.get('max_length')} characters (got {len(got)})"
     if kind == "literal_error":

@@ -59,7 +59,7 @@ def test_bad_arguments_and_missing_workspace_exit_nonzero(tmp_path):
     bad_intent = run("-w", str(ws), "simulate", "x", "--intent", "nonsense", check=False)
     assert bad_intent.returncode == 2 and "unknown intent" in bad_intent.stderr
     bad_budget = run("-w", str(ws), "simulate", "x", "--budget", "-5", check=False)
-    assert bad_budget.returncode == 2 and "negative" in bad_budget.stderr
+    assert bad_budget.returncode == 2 and "budget_tokens: must be between 1 and 200000 (got -5)" in bad_budget.stderr
     empty = run("-w", str(ws), "simulate", "   ", check=False)
     assert empty.returncode == 2 and "empty" in empty.stderr
     missing = run("-w", str(tmp_path / "nope"), "simulate", "x", check=False)

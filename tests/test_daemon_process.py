@@ -312,7 +312,7 @@ def test_bad_socket_input_gets_errors_and_the_daemon_keeps_answering(workspace, 
         assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":3,"method":"get_context","params":{"q":"x"}}\n')[
             "error"]["code"] == INVALID_PARAMS
         assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":4,"method":"save_memory","params":{"type":"nope",'
-                                   b'"content":"x","l0":"y"}}\n')["error"]["code"] == -32010
+                                   b'"content":"x","l0":"y"}}\n')["error"]["code"] == INVALID_PARAMS   # schemas: type
         assert _raw_exchange(sock, b'{"id":5,"method":"status"}\n')["error"]["code"] == INVALID_REQUEST
         huge = b'{"jsonrpc":"2.0","id":6,"method":"get_context","params":{"query":"' + b"a" * (5 << 20) + b'"}}\n'
         reply = _raw_exchange(sock, huge)

@@ -63,7 +63,7 @@ def test_refused_updates_leave_the_file_untouched_and_agent_strings_round_trip(m
     assert "byte" in messages["content over the byte cap"]
     assert "300,000 characters" in messages["huge l0"]
     assert "surrogate" in messages["lone surrogate"]
-    assert "versions start at 1" in messages["expected_version 0"]
+    assert "expected_version: must be at least 1" in messages["expected_version 0"]   # services/schemas.py
     assert daemon.call("get_memory", id="alpha")["version"] == 2          # still served
     # A refused create leaves no file behind.
     _refused(daemon, type="project", id="beta", l0="Beta", content="é" * 150_000)

@@ -18,19 +18,18 @@ from typing import Any
 
 from ctxos.client.cli import CliError, call_backend
 from ctxos.services.model import SIGNALS
+from ctxos.services.schemas import ContextRequest, ContractError, validate
 
 SIGNAL_ABBREV = {"semantic": "sem", "bm25": "bm25", "graph": "graph", "recency": "rec",
                  "importance": "imp", "frequency": "freq"}
 
 
-def _budget(value: str) -> int:
+def _budget(value: str) -> int | str:
+    """A whole number of tokens; anything else is passed on for the contract to refuse (one message)."""
     try:
-        number = int(value)
+        return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"budget must be a whole number of tokens, got {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"budget must not be negative, got {number}")
-    return number
+        return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,10 +94,13 @@ def format_simulation(data: dict[str, Any]) -> str:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """A simulation is not a load: ``simulate`` is not written to the access log."""
-    if not args.query or not args.query.strip():
-        raise CliError("the query is empty")
-    params = {"query": args.query, "budget_tokens": args.budget, "intent": args.intent}
-    data = call_backend(args, "simulate", {k: v for k, v in params.items() if v is not None})
+    params = {k: v for k, v in {"query": args.query, "budget_tokens": args.budget, "intent": args.intent}.items()
+              if v is not None}
+    try:       # checked here too, so a bad budget never starts an engine; the daemon gives the same message
+        validate(ContextRequest, params)
+    except ContractError as exc:
+        raise CliError(exc.message) from None
+    data = call_backend(args, "simulate", params)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0

@@ -1,0 +1,66 @@
+"""An MCP tool's input is a request contract (``services/schemas.py``), not a second set of rules.
+
+``bind_contract(mcp, tool_name, Request)`` makes a registered tool:
+
+- publish the request model's JSON schema as its ``inputSchema`` (the limits an
+  agent sees are the ones the daemon enforces);
+- validate its arguments with that model, so a bad argument is a tool error
+  with exactly the message the socket RPC and REST give (after the SDK's
+  ``Error executing tool NAME:`` prefix), and an unknown argument is refused
+  instead of silently dropped.
+
+The SDK validates arguments with a model it derives from the function's
+signature and reports pydantic's own text; this swaps that step for the
+contract's (``FuncMetadata.validate_arguments`` is the SDK's documented seam:
+its fields are read live). The function keeps its typed signature for readers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+from ctxos.services.schemas import ContractError, Request, input_schema, validate
+
+_REFUSED = "__ctxos_contract_refusal__"   # carries the contract's message from validation to the call
+
+
+class ContractArguments(FuncMetadata):
+    """The SDK's argument step, done by a request model; a refusal travels to the call as one kwarg."""
+
+    request: Any = None
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        # pre_parse_json: clients that send a list as a JSON string still work (the SDK's own leniency).
+        arguments = self.pre_parse_json(arguments_to_validate or {})
+        try:
+            return validate(self.request, arguments).params()
+        except ContractError as exc:
+            return {_REFUSED: exc.message}
+
+
+def bind_contract(mcp: MCPServer, name: str, request: type[Request]) -> None:
+    """Make tool ``name`` take exactly ``request``'s parameters (schema, limits and messages)."""
+    tool = mcp._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK has no public lookup by name
+    if tool is None:
+        raise ValueError(f"no MCP tool named {name!r}")
+    fields = set(request.model_fields)
+    signature = set(tool.parameters.get("properties", {}))
+    if fields != signature:
+        raise ValueError(f"tool {name!r} takes {sorted(signature)} but its contract {request.__name__} "
+                         f"has {sorted(fields)}")
+    original, body = tool.fn_metadata, tool.fn
+
+    async def guarded(**kwargs: Any) -> Any:
+        if _REFUSED in kwargs:
+            raise ToolError(kwargs[_REFUSED])
+        return await body(**kwargs)
+
+    tool.fn_metadata = ContractArguments(arg_model=original.arg_model, output_schema=original.output_schema,
+                                         output_model=original.output_model, wrap_output=original.wrap_output,
+                                         request=request)
+    tool.fn = guarded
+    tool.is_async = True
+    tool.parameters = input_schema(request)
