@@ -9,8 +9,6 @@ Errors map like every other ``/api/`` route (``rest_api.json_errors_middleware``
 """
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from .rest_api import ApiError, RestApi, _pick, json_response, read_json_object
@@ -39,14 +37,8 @@ def add_history_routes(app: web.Application, api: RestApi) -> None:
     async def revert(request: web.Request) -> web.Response:
         """Restore version {"to": n} as a new version through the write gate (403 protected, 409 conflict)."""
         body = _pick(await read_json_object(request), ("to", "expected_version", "expected_checksum"))
-        to = body.get("to")
-        if isinstance(to, bool) or not isinstance(to, int):
-            raise ApiError(400, "field 'to' (the version number to restore) is required and must be an integer")
-        params: dict[str, Any] = {"id": request.match_info["id"], "to": to}
-        for key in ("expected_version", "expected_checksum"):
-            if key in body:
-                params[key] = body[key]
-        return json_response(await api.call("revert", params))
+        # checked by the revert RPC's contract (schemas.RevertRequest): the same message as the socket's
+        return json_response(await api.call("revert", {**body, "id": request.match_info["id"]}))
 
     app.router.add_get("/api/memories/{id}/history", history)
     app.router.add_get(r"/api/memories/{id}/history/{n}", version)
