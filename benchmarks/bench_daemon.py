@@ -12,8 +12,10 @@ outside exactly as a client sees it:
   connection each) at 10,000 memories;
 * **idle**: RSS and CPU time of the daemon over 60 s with nothing happening.
 
-Targets (issue 3): p95 save-to-searchable < 500 ms for a single edit; p95
-socket query < 75 ms at 10,000 memories with 8 clients.
+Targets (issue 16): p95 save-to-searchable <= 200 ms for a single edit; p95
+socket query <= 40 ms at 10,000 memories with 8 clients (issue 3 had 500 and
+75 ms). Also measured: a warm restart (index and parse cache on disk) and RSS
+after the queries, after the burst and right after the restart.
 
     python benchmarks/bench_daemon.py            # full: 10,000 memories, 60 s idle
     python benchmarks/bench_daemon.py --small    # seconds; what tests run
@@ -44,8 +46,8 @@ from ctxos.client import DaemonClient, DaemonError  # noqa: E402
 from ctxos.daemon.runtime_paths import socket_path  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
-TARGET_SAVE_P95_MS = 500.0
-TARGET_QUERY_P95_MS = 75.0
+TARGET_SAVE_P95_MS = 200.0      # issue 16 (issue 3 had 500)
+TARGET_QUERY_P95_MS = 40.0      # issue 16, 8 clients (issue 3 had 75)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Probes ask with a generous budget: the generated workspace has a few long rules, which are
 # rendered first and could otherwise fill a small budget before the probe is reached.
@@ -294,6 +296,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
             idle = measure_idle(daemon, settings["idle_s"])
             sequential = measure_queries(daemon, 1, settings["queries_per_client"] * 2)
             queries = measure_queries(daemon, settings["clients"], settings["queries_per_client"])
+            after_queries_rss = current_rss_mb(daemon.proc.pid)
             single = measure_single_edits(daemon, settings["single_edits"])
             burst = measure_burst(daemon, settings["burst_files"], settings["burst_probes"])
             with daemon.client() as client:
@@ -301,6 +304,13 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
                 after_rss = current_rss_mb(daemon.proc.pid)
         finally:
             stop_s = daemon.stop()
+        # Warm restart: the index and the parse cache are on disk (issue 16: ready <= 1.5 s at 10,000).
+        daemon = Daemon(root, runtime, debounce_ms)
+        try:
+            warm_ready_s = daemon.wait_ready()
+            warm_rss = current_rss_mb(daemon.proc.pid)
+        finally:
+            daemon.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(runtime, ignore_errors=True)
@@ -308,6 +318,8 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         "settings": settings, "debounce_ms": debounce_ms, "memories": memories,
         "build_workspace_s": build_s, "cold_start_ready_s": ready_s, "stop_s": stop_s,
         "background_after_load": background, "idle": idle, "rss_after_burst_mb": after_rss,
+        "rss_after_queries_mb": after_queries_rss, "warm_restart_ready_s": warm_ready_s,
+        "rss_after_warm_restart_mb": warm_rss,
         "query": {**_stats(queries["latencies_ms"]), "clients": queries["clients"],
                   "throughput_qps": queries["throughput_qps"], "engine_ms": _stats(queries["engine_ms"])},
         "query_one_client": {**_stats(sequential["latencies_ms"]), "engine_ms": _stats(sequential["engine_ms"])},
@@ -340,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ["memories indexed", result["memories"], "", ""],
         ["cold start to ready (s), index built from scratch", result["cold_start_ready_s"], "", ""],
+        ["warm restart to ready (s), index and parse cache on disk", result["warm_restart_ready_s"], "", ""],
         [f"socket get_context p50 / p95 (ms), {q['clients']} clients", f"{q['p50']:.1f} / {q['p95']:.1f}",
          f"p95 < {TARGET_QUERY_P95_MS:.0f}", "yes" if q["p95"] < TARGET_QUERY_P95_MS else "NO"],
         ["  of which inside the engine, p50 / p95 (ms)", f"{q['engine_ms']['p50']:.1f} / {q['engine_ms']['p95']:.1f}",
@@ -357,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
         [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
         ["idle RSS (MiB)", idle["rss_mb"], "", ""],
+        [f"RSS after {q['n'] + q1['n']} queries (MiB)", result["rss_after_queries_mb"], "", ""],
         ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
+        ["RSS right after a warm restart (MiB)", result["rss_after_warm_restart_mb"], "", ""],
         ["SIGTERM to exit (s)", result["stop_s"], "", ""],
         ["(build workspace / whole benchmark, s)", f"{result['build_workspace_s']:.1f} / {result['total_s']:.1f}", "", ""],
     ]
