@@ -263,14 +263,22 @@ class DaemonContext:
             self._listeners.remove(callback)
 
     def schedule_graph_refresh(self) -> None:
-        """On the loop: rebuild the engine's link graph on the read pool, off the query path.
+        """On the loop: rebuild the engine's link graph (and warm the per-generation query lists,
+        ``warm_query_caches``) on the background thread, off the query path.
 
         Coalesced: one refresh runs at a time, and changes that arrive while it
         runs cause exactly one more. Only when the engine serves a stale graph.
         """
-        refresh = getattr(self.engine, "refresh_graph", None)
-        if not getattr(self.engine, "allow_stale_graph", False) or not callable(refresh):
+        graph = getattr(self.engine, "refresh_graph", None)
+        if not getattr(self.engine, "allow_stale_graph", False) or not callable(graph):
             return
+        warm = getattr(self.engine, "warm_query_caches", None)
+
+        def refresh() -> None:
+            if callable(warm):
+                warm()          # cheap lists first: the next query needs them at once
+            graph()
+
         if self._graph_refresh is not None and not self._graph_refresh.done():
             self._graph_refresh_again = True
             return
