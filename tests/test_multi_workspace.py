@@ -252,7 +252,27 @@ async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_w
         _stop_all(pid)
 
 
-def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.fixture
+def dummy_pystray(monkeypatch: pytest.MonkeyPatch):
+    """pystray imported with its dummy backend, and forgotten afterwards.
+
+    pystray picks its backend once, at import: left in ``sys.modules``, the dummy
+    backend would be what every later test in this process gets (tests/test_tray.py's
+    real X server tests then fail with NotImplementedError).
+    """
+    before = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "pystray"}
+    for name in before:
+        del sys.modules[name]
+    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")   # no display here
+    import pystray
+    yield pystray
+    for name in [name for name in sys.modules if name.split(".")[0] == "pystray"]:
+        del sys.modules[name]
+    sys.modules.update(before)
+
+
+def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        dummy_pystray) -> None:
     """The tray's Workspaces submenu, built with pystray's real Menu/MenuItem classes.
 
     The icon itself needs an X server (tests/test_tray.py covers it there); this
@@ -261,8 +281,7 @@ def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.Monk
     """
     import types
 
-    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")   # importing pystray picks a backend; no display here
-    import pystray
+    pystray = dummy_pystray
 
     from ctxos.daemon import tray as tray_mod
 
