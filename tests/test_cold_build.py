@@ -145,3 +145,11 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
                                                                 budget_tokens=8000)["selected"]}
     finally:
         daemon.stop()
+
+
+def test_tray_tooltip_shows_indexing() -> None:
+    from ctxos.daemon.tray import TrayState
+
+    state = TrayState(indexing="indexing 2,000 of 10,000", paused=True)
+    assert state.title() == "AI Context OS: indexing 2,000 of 10,000 - watching paused"
+    assert "health" in TrayState().title()
