@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxos.services import schemas
 
-from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
+from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -88,9 +88,7 @@ def propose_merge(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any
 def proposals(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Merge proposals waiting for a person (``all``: decided ones too), each marked stale or not."""
     from ctxos.services.proposals import list_proposals
-    check_known(params, {"all", "diffs"})
-    items = list_proposals(ctx.engine.root, _memories(ctx), include_decided=param(params, "all", bool, False),
-                           diffs=param(params, "diffs", bool, False))
+    items = list_proposals(ctx.engine.root, _memories(ctx), include_decided=params["all"], diffs=params["diffs"])
     return {"proposals": items, "count": len(items),
             "pending": sum(1 for p in items if p["status"] == "pending")}
 
@@ -106,8 +104,7 @@ def _load(ctx: "DaemonContext", proposal_id: str) -> Any:
 def proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """One proposal with a unified diff from each source's current text to the merged text."""
     from ctxos.services.proposals import describe
-    check_known(params, {"id"})
-    return describe(_load(ctx, param(params, "id", str)), _memories(ctx), diffs=True)
+    return describe(_load(ctx, params["id"]), _memories(ctx), diffs=True)
 
 
 def accept_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +112,7 @@ def accept_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, A
     from ctxos.services.engine import ChangeSummary
     from ctxos.services.proposals import ProposalError, accept
     from ctxos.services.writes import WriteConflict, WriteRefused
-    check_known(params, {"id"})
-    proposal_id = param(params, "id", str)
+    proposal_id = params["id"]
     _load(ctx, proposal_id)                                   # NOT_FOUND before anything else
     try:
         result, touched = accept(ctx.engine, proposal_id)
@@ -134,11 +130,10 @@ def reject_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, A
     """A person rejects a proposal; no memory changes."""
     from ctxos.services.proposals import reject
     from ctxos.services.writes import WriteRefused
-    check_known(params, {"id", "reason"})
-    proposal_id = param(params, "id", str)
+    proposal_id = params["id"]
     _load(ctx, proposal_id)
     try:
-        result = reject(ctx.engine.root, proposal_id, param(params, "reason", str, ""))
+        result = reject(ctx.engine.root, proposal_id, params["reason"])
     except WriteRefused as exc:
         raise RpcError(WRITE_REFUSED, str(exc), {"reason": "refused"}) from None
     ctx.publish_change({"updated": [], "paths": [], "proposals": [proposal_id]})
@@ -149,7 +144,7 @@ def register(registry: RpcRegistry) -> None:
     registry.register("review", review, schema=schemas.ReviewRequest)
     registry.register("flag", flag, schema=schemas.FlagRequest)
     registry.register("propose_merge", propose_merge, schema=schemas.ProposeMergeRequest)
-    registry.register("proposals", proposals)
-    registry.register("proposal", proposal)
-    registry.register("accept_proposal", accept_proposal, write=True)
-    registry.register("reject_proposal", reject_proposal)
+    registry.register("proposals", proposals, schema=schemas.ProposalsRequest)
+    registry.register("proposal", proposal, schema=schemas.ProposalIdRequest)
+    registry.register("accept_proposal", accept_proposal, write=True, schema=schemas.ProposalIdRequest)
+    registry.register("reject_proposal", reject_proposal, schema=schemas.RejectProposalRequest)

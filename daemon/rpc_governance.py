@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxos.services import schemas
 
-from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
+from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -33,11 +33,10 @@ def _publish(ctx: "DaemonContext", result: Any) -> dict[str, Any]:
 def governance(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Findings that need a person's judgment (decay, conflicts, near-duplicates, god nodes, scratch, invalid)."""
     from ctxos.services.governance import KINDS, governance_report
-    check_known(params, {"kind", "include_dismissed"})
-    kind = param(params, "kind", str, None)
+    kind = params.get("kind")
     if kind is not None and kind not in KINDS:
         raise RpcError(INVALID_PARAMS, f"unknown kind {kind!r}; expected one of: {', '.join(KINDS)}")
-    include = param(params, "include_dismissed", bool, False)
+    include = params["include_dismissed"]
     data = governance_report(ctx.engine, include_dismissed=include).to_dict()
     if kind is not None:
         data["findings"] = [f for f in data["findings"] if f["kind"] == kind]
@@ -48,7 +47,6 @@ def health(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """The 0-100 health score, each part with what would raise it."""
     from ctxos.services.governance import governance_report, memory_snapshot
     from ctxos.services.health import HealthSettings, compute_health, health_inputs
-    check_known(params, set())
     engine = ctx.engine
     settings = HealthSettings.from_config(engine.config)
     report = governance_report(engine)
@@ -101,8 +99,7 @@ def set_importance(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, An
 def dismiss(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Hide a finding by fingerprint until one of its files changes."""
     from ctxos.services import governance as gov
-    check_known(params, {"fingerprint"})
-    fingerprint = param(params, "fingerprint", str)
+    fingerprint = params["fingerprint"]
     try:
         return gov.dismiss_finding(ctx.engine, fingerprint)
     except gov.GovernanceError as exc:
@@ -112,7 +109,6 @@ def dismiss(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 def regenerate_router(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Regenerate router files (claude.md, _index.yaml, adapters in registered projects); unchanged ones are left alone."""
     from ctxos.services.router import regenerate_router as regenerate
-    check_known(params, set())
     try:
         return regenerate(ctx.engine).to_dict()
     except ValueError as exc:   # an unknown adapter name in _config.yaml
@@ -124,9 +120,7 @@ def graph(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     named communities (``communities``: id, name, terms, size, top_members) and ``community_stats``."""
     from ctxos.services.communities import community_names, refresh_communities
     from ctxos.services.governance import memory_snapshot
-    check_known(params, {"recompute", "layout"})
-    force = param(params, "recompute", bool, False)
-    want_layout = param(params, "layout", bool, False)
+    force, want_layout = params["recompute"], params["layout"]
     engine = ctx.engine
     cmap, recomputed = refresh_communities(engine, force=force)   # cheap when the graph is unchanged
     link_graph = engine.graph()
@@ -162,11 +156,11 @@ def graph(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("governance", governance)
-    registry.register("health", health)
+    registry.register("governance", governance, schema=schemas.GovernanceRequest)
+    registry.register("health", health, schema=schemas.NoParams)
     registry.register("archive", archive, write=True, schema=schemas.MemoryRefRequest)
     registry.register("unarchive", unarchive, write=True, schema=schemas.MemoryRefRequest)
     registry.register("set_importance", set_importance, write=True, schema=schemas.SetImportanceRequest)
-    registry.register("dismiss", dismiss)
-    registry.register("regenerate_router", regenerate_router)
-    registry.register("graph", graph, write=True)
+    registry.register("dismiss", dismiss, schema=schemas.DismissRequest)
+    registry.register("regenerate_router", regenerate_router, schema=schemas.NoParams)
+    registry.register("graph", graph, write=True, schema=schemas.GraphRequest)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .rpc import INVALID_PARAMS, RpcError, RpcRegistry, check_known, param
+from ctxos.services import schemas
+
+from .rpc import INVALID_PARAMS, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -18,11 +20,10 @@ if TYPE_CHECKING:  # pragma: no cover
 def import_path(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """What an import of ``path`` does (``dry_run: true``: the plan only) and what it did."""
     from ctxos.services.importers import ImportError_, run_import
-    check_known(params, {"path", "format", "dry_run"})
     engine = ctx.engine
     try:
-        plan = run_import(engine.root, engine.store, engine.config, param(params, "path", str),
-                          param(params, "format", str, None), dry_run=param(params, "dry_run", bool, False))
+        plan = run_import(engine.root, engine.store, engine.config, params["path"], params.get("format"),
+                          dry_run=params["dry_run"])
     except ImportError_ as exc:
         raise RpcError(INVALID_PARAMS, str(exc)) from None
     written = plan.written_paths()
@@ -34,4 +35,4 @@ def import_path(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("import", import_path, write=True)
+    registry.register("import", import_path, write=True, schema=schemas.ImportRequest)

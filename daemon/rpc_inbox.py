@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ctxos.services.ontology import MEMORY_TYPES
+from ctxos.services import schemas
 
-from .rpc import INVALID_PARAMS, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
+from .rpc import WRITE_REFUSED, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
 def inbox(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Files waiting in ``inbox/``, each with the one line it would get (or why it cannot be promoted)."""
     from ctxos.services.inbox import list_inbox
-    check_known(params, set())
     items = list_inbox(ctx.engine.root, ctx.engine.config)
     return {"items": [item.to_dict() for item in items], "count": len(items)}
 
@@ -29,14 +28,10 @@ def promote(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Move an inbox file into the ontology folder of ``type``, its frontmatter filled in (write gate)."""
     from ctxos.services.inbox import promote as run
     from ctxos.services.write_gate import WriteRefused
-    check_known(params, {"path", "type", "id"})
-    name = param(params, "path", str)
-    kind = param(params, "type", str)
-    if kind not in MEMORY_TYPES:
-        raise RpcError(INVALID_PARAMS, f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
+    name, kind = params["path"], params["type"]
     engine = ctx.engine
     try:
-        result = run(engine.root, engine.store, engine.config, name, kind, memory_id=param(params, "id", str, None))
+        result = run(engine.root, engine.store, engine.config, name, kind, memory_id=params.get("id"))
     except WriteRefused as exc:
         raise RpcError(WRITE_REFUSED, str(exc), {"reason": "refused"}) from None
     summary = engine.apply_changes([result.path, result.source])
@@ -46,5 +41,5 @@ def promote(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("inbox", inbox)
-    registry.register("promote", promote, write=True)
+    registry.register("inbox", inbox, schema=schemas.NoParams)
+    registry.register("promote", promote, write=True, schema=schemas.PromoteRequest)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxos.services import schemas
 
-from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry, check_known, param
+from .rpc import INVALID_PARAMS, NOT_FOUND, WRITE_REFUSED, RpcError, RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -39,7 +39,6 @@ def _refusal_types() -> tuple[type[Exception], ...]:
 
 def status(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Daemon and index state: pid, uptime, workspace, memories, invalid files, pending events, index lag, jobs."""
-    check_known(params, set())
     data = ctx.daemon_status()
     watcher = data.get("watcher") or {}
     data["pending_events"] = watcher.get("pending_events", 0)
@@ -152,7 +151,6 @@ def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Files that were skipped, each with its reason, a broken ``_config.yaml`` if any, and memories whose
     L1 can never fit the default budget (``never_load_at_l1``)."""
     from ctxos.services.save_warnings import never_at_l1
-    check_known(params, set())
     invalid = ctx.engine.invalid_files()
     plan, never = never_at_l1(ctx.engine)
     return {"invalid": [f.to_dict() for f in invalid], "count": len(invalid),
@@ -204,8 +202,7 @@ def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 def reindex(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     """Compare files with the index and apply the difference; ``full: true`` rebuilds the index from scratch."""
-    check_known(params, {"full"})
-    full = param(params, "full", bool, False)
+    full = params["full"]
     summary = ctx.engine.rebuild_index() if full else ctx.engine.reconcile()
     if getattr(summary, "changed", False):
         ctx.publish_change(summary)
@@ -224,14 +221,14 @@ def _publish(ctx: "DaemonContext", *, updated: list[str], paths: list[str]) -> N
 
 
 def register(registry: RpcRegistry) -> None:
-    registry.register("status", status, wait_ready=False)
+    registry.register("status", status, wait_ready=False, schema=schemas.NoParams)
     # Reads answer during a cold build from the memories indexed so far (status says "indexing n of N").
     registry.register("get_context", get_context, partial_ok=True, schema=schemas.ContextRequest)
     registry.register("simulate", simulate, partial_ok=True, schema=schemas.ContextRequest)
     registry.register("get_memory", get_memory, partial_ok=True, schema=schemas.GetMemoryRequest)
     registry.register("list", list_memories, partial_ok=True, schema=schemas.ListRequest)
     registry.register("get_skill", get_skill, partial_ok=True, schema=schemas.GetSkillRequest)
-    registry.register("doctor", doctor)
+    registry.register("doctor", doctor, schema=schemas.NoParams)
     registry.register("save_memory", save_memory, write=True, schema=schemas.SaveMemoryRequest)
     registry.register("log_session", log_session, write=True, schema=schemas.LogSessionRequest)
-    registry.register("reindex", reindex, write=True)
+    registry.register("reindex", reindex, write=True, schema=schemas.ReindexRequest)

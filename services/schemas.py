@@ -10,6 +10,7 @@ parameter, e.g. ``budget_tokens: must be between 1 and 200000 (got -5)``.
 Models are strict: JSON ``true`` is not a number, ``"5"`` is not an integer
 (an integer is accepted where a number is expected), and an unknown
 parameter is refused, so a typo fails loudly instead of being ignored.
+``null`` for a known parameter means "not given" (its default applies).
 The limits below are the only place these numbers live; docs point here.
 """
 from __future__ import annotations
@@ -225,6 +226,73 @@ class ProposeMergeRequest(ProposeMergeToolRequest):
     note: str = Field("", description="a note for the person deciding")
 
 
+class ProposalIdRequest(Request):
+    """``proposal`` and ``accept_proposal``: one merge proposal by id."""
+
+    id: str = Field(min_length=1, description="the proposal's id")
+
+
+class RejectProposalRequest(ProposalIdRequest):
+    """``reject_proposal``: a person says no, optionally why."""
+
+    reason: str = Field("", description="why, for the agent that proposed it")
+
+
+class ProposalsRequest(Request):
+    """``proposals``: the merge proposals waiting for a person (``all``: decided ones too)."""
+
+    all: bool = Field(False, description="include accepted and rejected proposals")
+    diffs: bool = Field(False, description="add a diff from each source to the merged text")
+
+
+# ---------------------------------------------------------------- the person's governance and upkeep
+
+class NoParams(Request):
+    """``status``, ``doctor``, ``health``, ``regenerate_router``: no parameters."""
+
+
+class ReindexRequest(Request):
+    """``reindex``: compare files with the index (``full``: rebuild it from scratch)."""
+
+    full: bool = Field(False, description="rebuild the index from scratch")
+
+
+class GovernanceRequest(Request):
+    """``governance``: findings that need a person's judgment."""
+
+    kind: str | None = Field(None, description="only findings of this kind")
+    include_dismissed: bool = Field(False, description="also findings a person dismissed")
+
+
+class DismissRequest(Request):
+    """``dismiss``: hide a finding until one of its files changes."""
+
+    fingerprint: str = Field(min_length=1, description="the finding's fingerprint")
+
+
+class GraphRequest(Request):
+    """``graph``: the link graph and its communities."""
+
+    recompute: bool = Field(False, description="recompute the communities now")
+    layout: bool = Field(False, description="add positions for the graph view")
+
+
+class PromoteRequest(Request):
+    """``promote``: an inbox file into the ontology folder of ``type``."""
+
+    path: str = Field(min_length=1, description="the file's name in inbox/")
+    type: MemoryType = Field(description="memory type; decides the folder")
+    id: str | None = Field(None, description="the id to give it (default: from the file name)")
+
+
+class ImportRequest(Request):
+    """``import``: bring another tool's memory files in (``dry_run``: the plan only)."""
+
+    path: str = Field(min_length=1, description="the file or folder to import")
+    format: str | None = Field(None, description="the source format (default: detected)")
+    dry_run: bool = Field(False, description="only say what would happen")
+
+
 # ---------------------------------------------------------------- validation
 
 _TYPE_WORDS = {"int": "a whole number", "float": "a number", "string": "a string", "bool": "true or false",
@@ -285,12 +353,15 @@ def _describe(model: type[BaseModel], error: Any) -> str:
 def validate(model: type[Request], params: Any) -> Request:
     """``params`` checked against ``model``; a :class:`ContractError` names every bad parameter.
 
-    ``params`` must be an object of named parameters (``None`` means none).
+    ``params`` must be an object of named parameters (``None`` means none); a known parameter given
+    as ``null`` counts as absent.
     """
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise ContractError("params must be an object of named parameters", list(model.model_fields))
+    # null is the same as leaving a known parameter out (its default applies), as JSON clients expect
+    params = {k: v for k, v in params.items() if v is not None or k not in model.model_fields}
     try:
         return model.model_validate(params)
     except ValidationError as exc:

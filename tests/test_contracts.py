@@ -98,6 +98,15 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
      "flag_memory"),
     ("merge-one-id", "propose_merge", {"ids": ["sourdough"], "merged_text": "m", "l0": "x"},
      "ids: must have at least 2 items (got 1)", None, "propose_merge"),
+    ("status-unknown", "status", {"verbose": True}, "verbose: unknown parameter", None, None),
+    ("reindex-full-word", "reindex", {"full": "yes"}, 'full: must be true or false (got "yes")', None, None),
+    ("dismiss-empty", "dismiss", {"fingerprint": ""}, "fingerprint: must not be empty", None, None),
+    ("graph-layout-number", "graph", {"layout": 1}, "layout: must be true or false (got 1)", None, None),
+    ("proposal-missing", "accept_proposal", {}, "id: is required", None, None),
+    ("reject-reason-number", "reject_proposal", {"id": "p1", "reason": 5}, "reason: must be a string (got 5)",
+     None, None),
+    ("promote-type", "promote", {"path": "note.md", "type": "poem"}, None, None, None),
+    ("import-path-empty", "import", {"path": ""}, "path: must not be empty", None, None),
     ("merge-ids-string", "propose_merge", {"ids": "sourdough", "merged_text": "m", "l0": "x"},
      'ids: must be a list (got "sourdough")', None, "propose_merge"),
 ]
@@ -109,7 +118,10 @@ SCHEMAS = {"get_context": schemas.ContextRequest, "simulate": schemas.ContextReq
            "unarchive": schemas.MemoryRefRequest, "set_importance": schemas.SetImportanceRequest,
            "history": schemas.MemoryRefRequest, "history_version": schemas.HistoryVersionRequest,
            "revert": schemas.RevertRequest, "review": schemas.ReviewRequest, "flag": schemas.FlagRequest,
-           "propose_merge": schemas.ProposeMergeRequest}
+           "propose_merge": schemas.ProposeMergeRequest, "status": schemas.NoParams,
+           "reindex": schemas.ReindexRequest, "dismiss": schemas.DismissRequest, "graph": schemas.GraphRequest,
+           "accept_proposal": schemas.ProposalIdRequest, "reject_proposal": schemas.RejectProposalRequest,
+           "promote": schemas.PromoteRequest, "import": schemas.ImportRequest}
 
 
 def contract_message(method: str, params: dict[str, Any]) -> str:
@@ -166,6 +178,14 @@ def test_each_transport_refuses_with_the_contract_message(case, daemon: DaemonPr
     if tool is not None:
         assert mcp_messages[case_id] == MCP_PREFIX.format(tool) + expected
     assert daemon.memory_ids() == memories_before     # a refused call changes nothing
+
+
+def test_null_means_absent(daemon: DaemonProcess) -> None:
+    """A known parameter sent as null takes its default (the CLI and scripts send None for "not given")."""
+    assert daemon.call("review", topic=None, limit=None)["findings"] is not None
+    with pytest.raises(RpcCallError) as refused:
+        daemon.call("get_context", query=None)
+    assert refused.value.message == "query: is required"
 
 
 def test_mcp_tool_schemas_are_the_contracts(daemon: DaemonProcess) -> None:
