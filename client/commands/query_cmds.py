@@ -18,7 +18,7 @@ from typing import Any
 
 from ctxos.client.cli import CliError, call_backend
 from ctxos.services.model import SIGNALS
-from ctxos.services.schemas import ContextRequest, ContractError, validate
+from ctxos.services.schemas import MAX_BUDGET_TOKENS, ContextRequest, ContractError, validate
 
 SIGNAL_ABBREV = {"semantic": "sem", "bm25": "bm25", "graph": "graph", "recency": "rec",
                  "importance": "imp", "frequency": "freq"}
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser("simulate", help="show the context an agent would get for a query")
     sim.add_argument("query", help="the query text, in quotes")
     sim.add_argument("--budget", "-b", type=_budget, default=None,
-                     help="token budget (default: query.default_budget in _config.yaml)")
+                     help=f"token budget, 1 to {MAX_BUDGET_TOKENS:,} (default: query.default_budget in _config.yaml)")
     sim.add_argument("--intent", "-i", default=None,
                      help="force an intent (default, debug, brainstorm, recall, or any row in weights:)")
     sim.add_argument("--show", action="store_true", help="also print the rendered context")
