@@ -26,6 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..services import schemas
 from ..services.model import SIGNALS
 from ..services.ontology import MEMORY_TYPES
 from ..services.query import known_intents
@@ -565,10 +566,18 @@ def normalise_health(data: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- wiring
 
+# Endpoints whose JSON body is an RPC method's params as they are (services/schemas.py checks them).
+BODY_CONTRACTS: dict[tuple[str, str], type[schemas.Request]] = {
+    ("POST", "/api/simulate"): schemas.ContextRequest,
+    ("POST", "/api/memories"): schemas.SaveMemoryRequest,
+}
+
+
 async def api_index(request: web.Request) -> web.Response:
     """``GET /api/``: every REST endpoint this daemon serves (method, path, what it does).
 
     Read from the router itself, so an endpoint added anywhere is listed without editing this.
+    An endpoint whose body is an RPC request contract also gives its JSON schema (``body``).
     """
     endpoints = []
     for route in request.app.router.routes():
@@ -576,7 +585,11 @@ async def api_index(request: web.Request) -> web.Response:
         if not path.startswith("/api/") or route.method == "HEAD" or path == "/api/":
             continue
         doc = (getattr(route.handler, "__doc__", None) or "").strip().splitlines()
-        endpoints.append({"method": route.method, "path": path, "about": doc[0] if doc else ""})
+        entry = {"method": route.method, "path": path, "about": doc[0] if doc else ""}
+        contract = BODY_CONTRACTS.get((route.method, path))
+        if contract is not None:
+            entry["body"] = schemas.input_schema(contract)
+        endpoints.append(entry)
     endpoints.sort(key=lambda e: (e["path"], e["method"]))
     return json_response({"endpoints": endpoints, "docs": "docs/web.md"})
 

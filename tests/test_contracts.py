@@ -203,6 +203,12 @@ def test_mcp_tool_schemas_are_the_contracts(daemon: DaemonProcess) -> None:
     assert published["get_context"]["additionalProperties"] is False
 
 
+def test_rest_index_publishes_the_body_contracts(daemon: DaemonProcess) -> None:
+    endpoints = {(e["method"], e["path"]): e for e in http("GET", daemon.http_url + "/api/").json()["endpoints"]}
+    assert endpoints[("POST", "/api/simulate")]["body"] == schemas.input_schema(schemas.ContextRequest)
+    assert endpoints[("POST", "/api/memories")]["body"] == schemas.input_schema(schemas.SaveMemoryRequest)
+
+
 def test_good_calls_still_work_everywhere(daemon: DaemonProcess) -> None:
     """The contracts refuse only what is wrong: the same params succeed on every transport."""
     params = {"query": "sourdough bread", "budget_tokens": 800, "intent": "recall"}
