@@ -188,6 +188,15 @@ def test_null_means_absent(daemon: DaemonProcess) -> None:
     assert refused.value.message == "query: is required"
 
 
+def test_client_and_workspace_are_not_contract_parameters(daemon: DaemonProcess) -> None:
+    """``_client`` (history attribution) and ``workspace`` (routing) are taken off before the contract."""
+    logged = daemon.call("log_session", event="contract check", _client="contract test")
+    assert logged["event"] == "contract check"
+    versions = daemon.call("history", id=logged["id"])["versions"]
+    assert versions and "contract test" in versions[0]["who"], versions[:1]
+    assert daemon.call("get_context", query="bread", workspace=None)["query"] == "bread"
+
+
 def test_mcp_tool_schemas_are_the_contracts(daemon: DaemonProcess) -> None:
     """What an agent is told (inputSchema) is what the daemon enforces."""
     from ctxos.daemon.mcp_server import TOOL_CONTRACTS
