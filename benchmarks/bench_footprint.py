@@ -70,6 +70,8 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
     ("health", "*", "governance report cache"),
     ("access_log", "*", "access log"),
     ("memory_file", "*", "store (parsed memories)"),
+    ("parse_cache", "*", "store (parsed memories)"),
+    ("links", "*", "store (parsed memories)"),
     ("workspace", "*", "store (parsed memories)"),
     ("store", "*", "store (parsed memories)"),
     ("model", "*", "store (parsed memories)"),
@@ -85,9 +87,10 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
 # Own time per source file -> component (package folder or project module).
 TIME_COMPONENTS: list[tuple[str, str]] = [
     ("/whoosh/", "Whoosh (searcher, doc frequency, stored fields)"),
+    ("services/semantic/", "embeddings (vectors, similarity)"),
+    ("/numpy/", "embeddings (vectors, similarity)"),
     ("services/index.py", "BM25 sums (posting arrays)"),
     ("services/signals.py", "signals"),
-    ("services/semantic", "signals"),
     ("services/graph.py", "link graph"),
     ("services/render.py", "render + budget"),
     ("services/tokens.py", "token counting"),
@@ -114,6 +117,9 @@ def memory_by_component(snapshot: tracemalloc.Snapshot) -> dict[str, float]:
         comp = "outside the engine (imports, interpreter, benchmark)"
         for frame in reversed(stat.traceback):          # most recent (innermost) first
             name = frame.filename.replace(os.sep, "/")
+            if "/services/semantic/" in name and "site-packages" not in name:
+                comp = "embeddings (model + vectors)"
+                break
             if "/services/" in name and "site-packages" not in name:
                 comp = _component_of(Path(name).stem, functions(frame.filename, frame.lineno))
                 break

@@ -97,7 +97,7 @@ def load(state: Path, fp: str) -> dict[str, Memory]:
     key = _key(create=False)
     if key is None or len(blob) <= _MAC_BYTES:
         return {}
-    mac, payload = blob[:_MAC_BYTES], blob[_MAC_BYTES:]
+    mac, payload = blob[:_MAC_BYTES], memoryview(blob)[_MAC_BYTES:]     # no 14 MB copy at 10,000
     if not hmac.compare_digest(mac, hmac.new(key, payload, hashlib.sha256).digest()):
         log.warning("%s is not signed by this user's key: ignored (rebuilt at the next save)", path)
         return {}
