@@ -153,3 +153,4 @@ def test_tray_tooltip_shows_indexing() -> None:
     state = TrayState(indexing="indexing 2,000 of 10,000", paused=True)
     assert state.title() == "AI Context OS: indexing 2,000 of 10,000 - watching paused"
     assert "health" in TrayState().title()
+

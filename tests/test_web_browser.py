@@ -287,3 +287,27 @@ def test_history_panel_shows_diffs_and_restores(page: Any, url: str, daemon: Dae
     page.wait_for_function("document.querySelectorAll('#history-table tbody tr[data-n]').length === 3")
     assert page.locator("#history-table tbody tr[data-n]").nth(0).locator("td").nth(3).inner_text() == "revert"
     screenshot(page, "9-editor-history-restored")
+
+
+def test_top_bar_shows_indexing_while_the_daemon_builds(browser: Any, tmp_path: Path) -> None:
+    """Issue 16: during a cold build the top bar says "indexing n of N" (the page answers meanwhile),
+    and the line goes away once the build is done."""
+    from daemon_helpers import memory_text
+
+    root = build_workspace(tmp_path / "ws")
+    for i in range(8000):
+        (root / "05-resources" / f"note-{i:05d}.md").write_text(memory_text(f"note-{i:05d}", f"Note {i}."))
+    daemon = start_daemon(root, http=True, wait_ready=False, runtime_dir=short_runtime_dir())
+    try:
+        daemon.wait_for(lambda: bool(daemon.status().get("http")) and daemon.status()["state"] == "indexing", 300,
+                        message="HTTP and a partial index")
+        with open_page(browser, width=1200, height=700, timeout_ms=TIMEOUT_MS) as pg:
+            log_in(pg, daemon)
+            pg.wait_for_selector("#index-progress", state="visible")
+            assert re.fullmatch(r"indexing [\d,]+ of [\d,]+|embedding \([\d,]+ memories\)",
+                                pg.locator("#index-progress").inner_text())
+            screenshot(pg, "0-indexing")
+            pg.wait_for_selector("#index-progress", state="hidden", timeout=300_000)
+            assert daemon.status()["state"] == "ready"
+    finally:
+        daemon.stop()
