@@ -47,7 +47,7 @@ def test_jobs_fire_on_a_fast_schedule(make_workspace, daemon_factory):
                            "09-scratch/old.md": memory_text("old-scratch", "Temporary.", type="scratch",
                                                             modified="2020-01-01T00:00:00")})
     daemon = daemon_factory(root)
-    daemon.wait_for(lambda: all(jobs(daemon)[name]["runs"] >= 2 for name in JOBS), timeout=20,
+    daemon.wait_for(lambda: all(jobs(daemon)[name]["runs"] >= 2 for name in JOBS), timeout=60,
                     message="every job to run twice")
     status = jobs(daemon)
     for name in JOBS:
@@ -85,7 +85,7 @@ def test_missed_runs_run_once_on_wake(make_workspace, daemon_factory):
     interval = 1.5
     root = make_workspace({**cluster_files(), "_config.yaml": fast_config(interval)})
     daemon = daemon_factory(root)
-    daemon.wait_for(lambda: all(jobs(daemon)[name]["last_trigger"] == "schedule" for name in JOBS), timeout=20,
+    daemon.wait_for(lambda: all(jobs(daemon)[name]["last_trigger"] == "schedule" for name in JOBS), timeout=60,
                     message="a scheduled run of every job")
     daemon.close_client()
     os.kill(daemon.pid, signal.SIGSTOP)
@@ -106,7 +106,7 @@ def test_a_failing_job_is_recorded_and_the_daemon_goes_on(make_workspace, daemon
     (root / ".ctxos").mkdir(exist_ok=True)
     (root / ".ctxos/governance.json").mkdir()          # the report cannot be written: a real failure
     daemon = daemon_factory(root)
-    daemon.wait_for(lambda: jobs(daemon)["governance"]["failures"] >= 2, timeout=20,
+    daemon.wait_for(lambda: jobs(daemon)["governance"]["failures"] >= 2, timeout=60,
                     message="governance failures")
     status = jobs(daemon)
     assert status["governance"]["last_ok"] is False
