@@ -35,7 +35,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 from .atomic import rename_temp, write_temp
 from .config import Config
@@ -139,7 +139,7 @@ class _ReplacedInode:
 
     def __init__(self, target: Path) -> None:
         self._target = target
-        self._handle = None
+        self._handle: BinaryIO | None = None
         self._pinned: bytes | None = None
 
     def __enter__(self) -> _ReplacedInode:
