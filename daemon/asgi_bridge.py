@@ -146,11 +146,11 @@ def asgi_handler(app: ASGIApp, root_path: str = "") -> Callable[[web.Request], A
             if exchange.response is None:
                 log.exception("ASGI app failed on %s %s", request.method, request.path)
                 return web.Response(status=500, text="internal error\n")
-            if not exchange.client_gone():
-                log.exception("ASGI app failed mid-response on %s %s", request.method, request.path)
-                # Break the connection so the client sees a failed stream, not a complete one.
-                if request.transport is not None:
-                    request.transport.close()
+            log.exception("ASGI app failed mid-response on %s %s", request.method, request.path)
+            # Break the connection so the client sees a failed stream, not a complete one (the
+            # client is still there: a disconnect returned above).
+            if request.transport is not None:
+                request.transport.close()
             exchange.finished = True
             return exchange.response
         if exchange.response is None:
