@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import tempfile
 from pathlib import Path
+
+from ctxos.services import private_dir
 
 STATE_DIR = ".ctxos"
 LOCK_NAME = "daemon.lock"
@@ -67,15 +68,10 @@ def ensure_private_dir(folder: Path) -> Path:
     socket, so it is refused rather than used; a folder of ours with looser
     permissions is tightened to 0700.
     """
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise RuntimeDirError(f"runtime dir {folder} is not a real directory")
-    if info.st_uid != os.getuid():
-        raise RuntimeDirError(f"runtime dir {folder} is owned by uid {info.st_uid}, not by you ({os.getuid()})")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(folder, 0o700)
-    return folder
+    try:
+        return private_dir.ensure_private_dir(folder)
+    except private_dir.PrivateDirError as exc:
+        raise RuntimeDirError(f"runtime dir: {exc}") from None
 
 
 def state_dir(root: Path) -> Path:

@@ -27,6 +27,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from .private_dir import PrivateDirError, ensure_private_dir
 
 TOKEN_FILENAME = "http-token"
 APP_DIRNAME = "ctxos"
@@ -65,15 +66,10 @@ def token_path(env: dict[str, str] | None = None) -> Path:
 
 def _private_dir(folder: Path) -> None:
     """Create ``folder`` 0700, or check an existing one is ours (tightened to 0700 if looser)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise CredentialError(f"{folder} is not a real folder; the HTTP token is not kept there")
-    if info.st_uid != os.getuid():
-        raise CredentialError(f"{folder} belongs to uid {info.st_uid}, not to you ({os.getuid()}); "
-                              f"the HTTP token is not kept there")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(folder, 0o700)
+    try:
+        ensure_private_dir(folder)
+    except PrivateDirError as exc:
+        raise CredentialError(f"{exc}; the HTTP token is not kept there") from None
 
 
 def read_token(path: Path | None = None) -> str | None:

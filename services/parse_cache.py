@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .atomic import atomic_write_bytes
-from .credentials import APP_DIRNAME, CredentialError, _private_dir, state_home
+from .credentials import APP_DIRNAME, state_home
+from .private_dir import ensure_private_dir
 from .model import Memory
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,11 @@ def _key(create: bool) -> bytes | None:
         if not create:
             return None
         try:
-            _private_dir(path.parent)
+            ensure_private_dir(path.parent)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             return _key(create=False)
-        except (OSError, CredentialError) as exc:
+        except OSError as exc:
             log.debug("no parse-cache key (%s): full parse at each start", exc)
             return None
         key = secrets.token_bytes(32)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Iterator
 import yaml
 
 from .atomic import atomic_write_text
+from .private_dir import PrivateDirError, ensure_private_dir
 
 APP_DIRNAME = "ctxos"
 REGISTRY_FILENAME = "workspaces.yaml"
@@ -137,12 +137,10 @@ def save_registry(registry: Registry, path: Path | None = None) -> Path:
 
 
 def _private_dir(folder: Path) -> None:
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise RegistryError(f"{folder} is not a folder of yours; the workspace registry is not kept there")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(folder, 0o700)
+    try:
+        ensure_private_dir(folder)
+    except PrivateDirError as exc:
+        raise RegistryError(f"{exc}; the workspace registry is not kept there") from None
 
 
 @contextmanager
