@@ -20,6 +20,7 @@ after the queries, after the burst and right after the restart.
     python benchmarks/bench_daemon.py            # full: 10,000 memories, 60 s idle
     python benchmarks/bench_daemon.py --small    # seconds; what tests run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,30 +39,60 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (add_common_args, current_rss_mb, machine_info, peak_rss_mb, percentile,  # noqa: E402
-                    print_table, write_results)
+from common import add_common_args, current_rss_mb, machine_info, peak_rss_mb, percentile, print_table, write_results  # noqa: E402
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
-
 from ctxos.client import DaemonClient, DaemonError  # noqa: E402
 from ctxos.daemon.runtime_paths import socket_path  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
-TARGET_SAVE_P95_MS = 200.0      # issue 16 (issue 3 had 500)
-TARGET_QUERY_P95_MS = 40.0      # issue 16, 8 clients (issue 3 had 75)
+TARGET_SAVE_P95_MS = 200.0  # issue 16 (issue 3 had 500)
+TARGET_QUERY_P95_MS = 40.0  # issue 16, 8 clients (issue 3 had 75)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Probes ask with a generous budget: the generated workspace has a few long rules, which are
 # rendered first and could otherwise fill a small budget before the probe is reached.
 PROBE_BUDGET = 16_000
 
-FULL = {"corpora": "all", "memories": 10_000, "idle_s": 60.0, "clients": 8, "queries_per_client": 100, "single_edits": 30,
-        "burst_files": 1000, "burst_probes": 10}
-SMALL = {"corpora": "small", "memories": 200, "idle_s": 2.0, "clients": 8, "queries_per_client": 10, "single_edits": 5,
-         "burst_files": 200, "burst_probes": 3}
+FULL = {
+    "corpora": "all",
+    "memories": 10_000,
+    "idle_s": 60.0,
+    "clients": 8,
+    "queries_per_client": 100,
+    "single_edits": 30,
+    "burst_files": 1000,
+    "burst_probes": 10,
+}
+SMALL = {
+    "corpora": "small",
+    "memories": 200,
+    "idle_s": 2.0,
+    "clients": 8,
+    "queries_per_client": 10,
+    "single_edits": 5,
+    "burst_files": 200,
+    "burst_probes": 3,
+}
 
-QUERIES = ["how to deploy a release", "git rebase interactive", "search files by name", "network ports in use",
-           "compress a folder", "sync notes between devices", "python virtual environment", "docker container logs",
-           "markdown links and embeds", "graph view of notes", "change file permissions", "publish a vault",
-           "ssh keys", "plugin settings", "disk usage", "kill a process", "daily notes template", "backlinks"]
+QUERIES = [
+    "how to deploy a release",
+    "git rebase interactive",
+    "search files by name",
+    "network ports in use",
+    "compress a folder",
+    "sync notes between devices",
+    "python virtual environment",
+    "docker container logs",
+    "markdown links and embeds",
+    "graph view of notes",
+    "change file permissions",
+    "publish a vault",
+    "ssh keys",
+    "plugin settings",
+    "disk usage",
+    "kill a process",
+    "daily notes template",
+    "backlinks",
+]
 
 
 def _token() -> str:
@@ -70,8 +101,10 @@ def _token() -> str:
 
 
 def _memory(memory_id: str, token: str) -> str:
-    return (f"---\nid: {memory_id}\ntype: project\nl0: Benchmark probe {token}\nimportance: 0.5\n---\n"
-            f"The probe {token} checks how fast a saved file becomes searchable.\n")
+    return (
+        f"---\nid: {memory_id}\ntype: project\nl0: Benchmark probe {token}\nimportance: 0.5\n---\n"
+        f"The probe {token} checks how fast a saved file becomes searchable.\n"
+    )
 
 
 class Daemon:
@@ -86,8 +119,13 @@ class Daemon:
             command += ["--debounce-ms", str(debounce_ms)]
         self.output = tempfile.NamedTemporaryFile(prefix="bench-daemon-", suffix=".out", delete=False)
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "CTXOS_RUNTIME_DIR": str(runtime)})
+        self.proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "CTXOS_RUNTIME_DIR": str(runtime)},
+        )
 
     def client(self) -> DaemonClient:
         return DaemonClient(self.socket, timeout=120)
@@ -95,7 +133,7 @@ class Daemon:
     def wait_ready(self, timeout: float = 900.0) -> float:
         """Seconds from spawn until ``status`` says ready (includes building the index from scratch)."""
         deadline = time.monotonic() + timeout
-        client = self.client()      # connects on first call: the socket appears a moment after spawn
+        client = self.client()  # connects on first call: the socket appears a moment after spawn
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -123,7 +161,7 @@ class Daemon:
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
     def stop(self) -> float:
         started = time.perf_counter()
@@ -138,8 +176,9 @@ class Daemon:
         return time.perf_counter() - started
 
 
-def save_to_searchable(daemon: Daemon, client: DaemonClient, rel_dir: str, memory_id: str,
-                       timeout: float = 60.0) -> float:
+def save_to_searchable(
+    daemon: Daemon, client: DaemonClient, rel_dir: str, memory_id: str, timeout: float = 60.0
+) -> float:
     """Write one file, poll get_context over the socket until it is selected; milliseconds."""
     token = _token()
     path = daemon.root / rel_dir / f"{memory_id}.md"
@@ -167,7 +206,7 @@ def measure_single_edits(daemon: Daemon, count: int) -> tuple[list[float], list[
             last = (client.call("status").get("watcher") or {}).get("last_batch") or {}
             if last.get("lag_ms") is not None:
                 lags.append(float(last["lag_ms"]))
-            time.sleep(0.2)   # independent edits, not a burst
+            time.sleep(0.2)  # independent edits, not a burst
     return latencies, lags
 
 
@@ -194,27 +233,34 @@ def measure_burst(daemon: Daemon, files: int, probes: int) -> dict[str, Any]:
         (burst_dir / f"burst-{i}.md").write_text(text, encoding="utf-8")
     written = time.perf_counter() - started
     prober = threading.Thread(target=probe)
-    prober.start()          # probes start while the burst is being indexed
+    prober.start()  # probes start while the burst is being indexed
     with daemon.client() as client:
         while client.call("list", {"limit": 0})["total"] < base_total + files:
             time.sleep(0.02)
         all_listed = time.perf_counter() - started
         # the last burst file is searchable too
         last_token = texts[-1].split("Benchmark probe ", 1)[1].split("\n", 1)[0]
-        while not any(s["id"] == f"burst-{files - 1}"
-                      for s in client.call("get_context", {"query": last_token, "budget_tokens": PROBE_BUDGET})["selected"]):
+        while not any(
+            s["id"] == f"burst-{files - 1}"
+            for s in client.call("get_context", {"query": last_token, "budget_tokens": PROBE_BUDGET})["selected"]
+        ):
             time.sleep(0.02)
         searchable = time.perf_counter() - started
     prober.join()
     if errors:
         raise errors[0]
-    return {"files": files, "write_s": written, "all_listed_s": all_listed, "all_searchable_s": searchable,
-            "probe_ms": probe_latencies}
+    return {
+        "files": files,
+        "write_s": written,
+        "all_listed_s": all_listed,
+        "all_searchable_s": searchable,
+        "probe_ms": probe_latencies,
+    }
 
 
 def measure_queries(daemon: Daemon, clients: int, per_client: int) -> dict[str, Any]:
     latencies: list[float] = []
-    engine_ms: list[float] = []      # the engine's own time per query (ContextResult.elapsed_ms)
+    engine_ms: list[float] = []  # the engine's own time per query (ContextResult.elapsed_ms)
     lock = threading.Lock()
     errors: list[BaseException] = []
     barrier = threading.Barrier(clients)
@@ -224,7 +270,7 @@ def measure_queries(daemon: Daemon, clients: int, per_client: int) -> dict[str, 
         mine, inside = [], []
         try:
             with daemon.client() as client:
-                client.call("status")        # connect before the clock starts
+                client.call("status")  # connect before the clock starts
                 barrier.wait()
                 for _ in range(per_client):
                     query = rng.choice(QUERIES)
@@ -247,12 +293,18 @@ def measure_queries(daemon: Daemon, clients: int, per_client: int) -> dict[str, 
     elapsed = time.perf_counter() - started
     if errors:
         raise errors[0]
-    return {"clients": clients, "queries": len(latencies), "latencies_ms": latencies, "engine_ms": engine_ms,
-            "throughput_qps": len(latencies) / elapsed if elapsed else 0.0}
+    return {
+        "clients": clients,
+        "queries": len(latencies),
+        "latencies_ms": latencies,
+        "engine_ms": engine_ms,
+        "throughput_qps": len(latencies) / elapsed if elapsed else 0.0,
+    }
 
 
-def wait_quiet(daemon: Daemon, window_s: float = 1.0, quiet_windows: int = 6, max_percent: float = 1.0,
-               timeout_s: float = 300.0) -> dict[str, float]:
+def wait_quiet(
+    daemon: Daemon, window_s: float = 1.0, quiet_windows: int = 6, max_percent: float = 1.0, timeout_s: float = 300.0
+) -> dict[str, float]:
     """Wait until the daemon's background work after a load (communities, router files) is done.
 
     Quiet means ``quiet_windows`` consecutive windows under ``max_percent`` CPU:
@@ -274,13 +326,23 @@ def measure_idle(daemon: Daemon, seconds: float) -> dict[str, Any]:
     time.sleep(seconds)
     cpu = daemon.cpu_seconds() - cpu_before
     wall = time.perf_counter() - wall_before
-    return {"seconds": wall, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall,
-            "rss_mb": current_rss_mb(daemon.proc.pid), "peak_rss_mb": peak_rss_mb(daemon.proc.pid)}
+    return {
+        "seconds": wall,
+        "cpu_s": cpu,
+        "cpu_percent": 100.0 * cpu / wall,
+        "rss_mb": current_rss_mb(daemon.proc.pid),
+        "peak_rss_mb": peak_rss_mb(daemon.proc.pid),
+    }
 
 
 def _stats(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "p99": percentile(values, 99), "max": max(values) if values else 0.0}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else 0.0,
+    }
 
 
 def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
@@ -323,15 +385,27 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(runtime, ignore_errors=True)
     return {
-        "settings": settings, "debounce_ms": debounce_ms, "memories": memories,
-        "build_workspace_s": build_s, "cold_start_ready_s": ready_s, "stop_s": stop_s,
-        "background_after_load": background, "idle": idle, "rss_after_burst_mb": after_rss,
-        "rss_after_queries_mb": after_queries_rss, "warm_restart_ready_s": warm_ready_s,
+        "settings": settings,
+        "debounce_ms": debounce_ms,
+        "memories": memories,
+        "build_workspace_s": build_s,
+        "cold_start_ready_s": ready_s,
+        "stop_s": stop_s,
+        "background_after_load": background,
+        "idle": idle,
+        "rss_after_burst_mb": after_rss,
+        "rss_after_queries_mb": after_queries_rss,
+        "warm_restart_ready_s": warm_ready_s,
         "rss_after_warm_restart_mb": warm_rss,
-        "query": {**_stats(queries["latencies_ms"]), "clients": queries["clients"],
-                  "throughput_qps": queries["throughput_qps"], "engine_ms": _stats(queries["engine_ms"])},
+        "query": {
+            **_stats(queries["latencies_ms"]),
+            "clients": queries["clients"],
+            "throughput_qps": queries["throughput_qps"],
+            "engine_ms": _stats(queries["engine_ms"]),
+        },
         "query_one_client": {**_stats(sequential["latencies_ms"]), "engine_ms": _stats(sequential["engine_ms"])},
-        "save_single": _stats(single), "save_single_index_lag": _stats(single_lag),
+        "save_single": _stats(single),
+        "save_single_index_lag": _stats(single_lag),
         "save_during_burst": _stats(burst["probe_ms"]),
         "burst": {k: v for k, v in burst.items() if k != "probe_ms"},
     }
@@ -361,22 +435,50 @@ def main(argv: list[str] | None = None) -> int:
         ["memories indexed", result["memories"], "", ""],
         ["cold start to ready (s), index built from scratch", result["cold_start_ready_s"], "", ""],
         ["warm restart to ready (s), index and parse cache on disk", result["warm_restart_ready_s"], "", ""],
-        [f"socket get_context p50 / p95 (ms), {q['clients']} clients", f"{q['p50']:.1f} / {q['p95']:.1f}",
-         f"p95 < {TARGET_QUERY_P95_MS:.0f}", "yes" if q["p95"] < TARGET_QUERY_P95_MS else "NO"],
-        ["  of which inside the engine, p50 / p95 (ms)", f"{q['engine_ms']['p50']:.1f} / {q['engine_ms']['p95']:.1f}",
-         "", ""],
+        [
+            f"socket get_context p50 / p95 (ms), {q['clients']} clients",
+            f"{q['p50']:.1f} / {q['p95']:.1f}",
+            f"p95 < {TARGET_QUERY_P95_MS:.0f}",
+            "yes" if q["p95"] < TARGET_QUERY_P95_MS else "NO",
+        ],
+        [
+            "  of which inside the engine, p50 / p95 (ms)",
+            f"{q['engine_ms']['p50']:.1f} / {q['engine_ms']['p95']:.1f}",
+            "",
+            "",
+        ],
         ["socket get_context throughput (queries/s)", q["throughput_qps"], "", ""],
         ["socket get_context p50 / p95 (ms), 1 client", f"{q1['p50']:.1f} / {q1['p95']:.1f}", "", ""],
-        ["  of which inside the engine, p50 / p95 (ms)",
-         f"{q1['engine_ms']['p50']:.1f} / {q1['engine_ms']['p95']:.1f}", "", ""],
-        ["save-to-searchable, single edit p50 / p95 (ms)", f"{s['p50']:.0f} / {s['p95']:.0f}",
-         f"p95 < {TARGET_SAVE_P95_MS:.0f}", "yes" if s["p95"] < TARGET_SAVE_P95_MS else "NO"],
-        ["  of which the watcher: first event -> index committed, p50 / p95 (ms)",
-         f"{result['save_single_index_lag']['p50']:.0f} / {result['save_single_index_lag']['p95']:.0f}", "", ""],
-        [f"save-to-searchable during a {burst['files']}-file burst p50 / p95 (ms)", f"{b['p50']:.0f} / {b['p95']:.0f}",
-         "", ""],
-        [f"{burst['files']}-file burst: all listed / all searchable (s)",
-         f"{burst['all_listed_s']:.2f} / {burst['all_searchable_s']:.2f}", "", ""],
+        [
+            "  of which inside the engine, p50 / p95 (ms)",
+            f"{q1['engine_ms']['p50']:.1f} / {q1['engine_ms']['p95']:.1f}",
+            "",
+            "",
+        ],
+        [
+            "save-to-searchable, single edit p50 / p95 (ms)",
+            f"{s['p50']:.0f} / {s['p95']:.0f}",
+            f"p95 < {TARGET_SAVE_P95_MS:.0f}",
+            "yes" if s["p95"] < TARGET_SAVE_P95_MS else "NO",
+        ],
+        [
+            "  of which the watcher: first event -> index committed, p50 / p95 (ms)",
+            f"{result['save_single_index_lag']['p50']:.0f} / {result['save_single_index_lag']['p95']:.0f}",
+            "",
+            "",
+        ],
+        [
+            f"save-to-searchable during a {burst['files']}-file burst p50 / p95 (ms)",
+            f"{b['p50']:.0f} / {b['p95']:.0f}",
+            "",
+            "",
+        ],
+        [
+            f"{burst['files']}-file burst: all listed / all searchable (s)",
+            f"{burst['all_listed_s']:.2f} / {burst['all_searchable_s']:.2f}",
+            "",
+            "",
+        ],
         ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
         [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
         ["idle RSS (MiB)", idle["rss_mb"], "", ""],
@@ -384,11 +486,18 @@ def main(argv: list[str] | None = None) -> int:
         ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
         ["RSS right after a warm restart (MiB)", result["rss_after_warm_restart_mb"], "", ""],
         ["SIGTERM to exit (s)", result["stop_s"], "", ""],
-        ["(build workspace / whole benchmark, s)", f"{result['build_workspace_s']:.1f} / {result['total_s']:.1f}", "", ""],
+        [
+            "(build workspace / whole benchmark, s)",
+            f"{result['build_workspace_s']:.1f} / {result['total_s']:.1f}",
+            "",
+            "",
+        ],
     ]
     info = machine_info()
-    print(f"bench_daemon ({'small' if args.small else 'full'}) on {info['cpu']} x{info['cores']}, "
-          f"{info['memory_gib']} GiB, {info['os']}, Python {info['python']}")
+    print(
+        f"bench_daemon ({'small' if args.small else 'full'}) on {info['cpu']} x{info['cores']}, "
+        f"{info['memory_gib']} GiB, {info['os']}, Python {info['python']}"
+    )
     print(f"load average (1 min) before / after: {result['loadavg_1m'][0]} / {result['loadavg_1m'][1]}")
     print_table(["metric", "value", "target", "met"], rows)
     write_results("bench_daemon", result, args.json, small=args.small)

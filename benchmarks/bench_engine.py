@@ -22,6 +22,7 @@ workspace from scratch, and the nearest-neighbour search time.
 
     python benchmarks/bench_engine.py [--small] [--json PATH] [--part locomo|scale]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from common import add_common_args, peak_rss_mb, percentile, print_table, write_results  # noqa: E402
 from corpora import DATA_DIR, build_workspace  # noqa: E402
-
 from ctxos.services.engine import Engine  # noqa: E402
 
 PAPER = {  # LoCoMo paper (ACL 2024), Table 3, DRAGON retriever, overall recall
@@ -54,22 +53,51 @@ EVIDENCE_RE = re.compile(r"D(\d+):(\d+)")
 BUDGET = 2000
 BM25_ONLY = {"bm25": 1.0}
 SCALE_QUERIES = [
-    "git commit amend message", "docker container logs", "show network interfaces ip address",
-    "compress a folder with tar", "search text in files recursively", "sync vault between devices",
-    "markdown table syntax", "embed an image in a note", "publish site custom domain",
-    "list running processes", "change file permissions", "kubernetes pod restart",
-    "python virtual environment", "ssh key generation", "convert video to audio",
-    "daily notes template", "backlinks graph view", "hierarchy lookup schema", "keyboard shortcuts hotkeys",
-    "fix error when plugin fails to load", "why does sync crash", "ideas for organising notes",
-    "when did we change the config", "disk usage of a directory", "download a file with curl",
-    "rename many files", "copy files over ssh", "find large files", "monitor cpu memory usage",
-    "format a usb drive", "schedule a cron job", "http request json api", "pdf merge pages",
-    "create a new vault", "link to a heading", "callout block syntax", "tags and nested tags",
-    "workspace layout panes", "attachments folder setting", "canvas cards connections",
+    "git commit amend message",
+    "docker container logs",
+    "show network interfaces ip address",
+    "compress a folder with tar",
+    "search text in files recursively",
+    "sync vault between devices",
+    "markdown table syntax",
+    "embed an image in a note",
+    "publish site custom domain",
+    "list running processes",
+    "change file permissions",
+    "kubernetes pod restart",
+    "python virtual environment",
+    "ssh key generation",
+    "convert video to audio",
+    "daily notes template",
+    "backlinks graph view",
+    "hierarchy lookup schema",
+    "keyboard shortcuts hotkeys",
+    "fix error when plugin fails to load",
+    "why does sync crash",
+    "ideas for organising notes",
+    "when did we change the config",
+    "disk usage of a directory",
+    "download a file with curl",
+    "rename many files",
+    "copy files over ssh",
+    "find large files",
+    "monitor cpu memory usage",
+    "format a usb drive",
+    "schedule a cron job",
+    "http request json api",
+    "pdf merge pages",
+    "create a new vault",
+    "link to a heading",
+    "callout block syntax",
+    "tags and nested tags",
+    "workspace layout panes",
+    "attachments folder setting",
+    "canvas cards connections",
 ]
 
 
 # --- (a) LoCoMo -------------------------------------------------------------------------------
+
 
 def _session_date(text: str) -> datetime | None:
     for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
@@ -104,8 +132,9 @@ def build_locomo_workspace(dest: Path, sample: dict, unit: str) -> dict[str, set
     """Write one conversation as memory files; return memory id -> dialog ids it contains."""
     conv = sample["conversation"]
     covers: dict[str, set[str]] = {}
-    sessions = sorted((int(k.split("_")[1]), v) for k, v in conv.items()
-                      if re.fullmatch(r"session_\d+", k) and isinstance(v, list))
+    sessions = sorted(
+        (int(k.split("_")[1]), v) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
+    )
     for number, turns in sessions:
         when = _session_date(str(conv.get(f"session_{number}_date_time", "")))
         stamp = when.isoformat() if when else None
@@ -120,9 +149,17 @@ def build_locomo_workspace(dest: Path, sample: dict, unit: str) -> dict[str, set
                 text = f"{turn.get('speaker', '')}: {turn.get('text', '')}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                _write(dest / "02-daily" / f"{mid}.md",
-                       {"id": mid, "type": "daily", "l0": _yaml_str(text[:200]),
-                        "tags": [_slug(turn.get("speaker", "x")), session_tag], **dated}, text)
+                _write(
+                    dest / "02-daily" / f"{mid}.md",
+                    {
+                        "id": mid,
+                        "type": "daily",
+                        "l0": _yaml_str(text[:200]),
+                        "tags": [_slug(turn.get("speaker", "x")), session_tag],
+                        **dated,
+                    },
+                    text,
+                )
                 covers[mid] = {dia}
         elif unit == "observation":
             obs = sample.get("observation", {}).get(f"session_{number}_observation", {}) or {}
@@ -133,18 +170,28 @@ def build_locomo_workspace(dest: Path, sample: dict, unit: str) -> dict[str, set
                     text, dias = str(item[0]), item[1]
                     dia_ids = set(EVIDENCE_RE.findall(str(dias)))
                     mid = f"obs-{number}-{_slug(speaker)}-{k}"
-                    _write(dest / "01-context" / f"{mid}.md",
-                           {"id": mid, "type": "context", "l0": _yaml_str(text),
-                            "tags": [_slug(speaker), session_tag], **dated}, text)
+                    _write(
+                        dest / "01-context" / f"{mid}.md",
+                        {
+                            "id": mid,
+                            "type": "context",
+                            "l0": _yaml_str(text),
+                            "tags": [_slug(speaker), session_tag],
+                            **dated,
+                        },
+                        text,
+                    )
                     covers[mid] = {f"D{a}:{b}" for a, b in dia_ids}
         else:  # session
             summary = sample.get("session_summary", {}).get(f"session_{number}_summary", "")
             dialog = "\n".join(f"{t.get('speaker', '')}: {t.get('text', '')}" for t in turns)
             mid = f"session-{number}"
             first = summary.split(". ")[0] if summary else f"Session {number}"
-            _write(dest / "02-daily" / f"{mid}.md",
-                   {"id": mid, "type": "daily", "l0": _yaml_str(first[:200]), "tags": [session_tag], **dated},
-                   f"{summary}\n<!-- L2 -->\n{dialog}")
+            _write(
+                dest / "02-daily" / f"{mid}.md",
+                {"id": mid, "type": "daily", "l0": _yaml_str(first[:200]), "tags": [session_tag], **dated},
+                f"{summary}\n<!-- L2 -->\n{dialog}",
+            )
             covers[mid] = {str(t.get("dia_id")) for t in turns}
     return covers
 
@@ -163,7 +210,7 @@ def _recall(ranked: list[str], covers: dict[str, set[str]], evidence: set[str], 
     return len(evidence & got) / len(evidence)
 
 
-MODELS = ("lexical", "wordllama")          # semantic.model settings compared
+MODELS = ("lexical", "wordllama")  # semantic.model settings compared
 KS = (5, 10, 25, 50)
 BOOTSTRAP = 2000
 
@@ -206,9 +253,11 @@ def _locomo_one(model: str, samples: list[dict], small: bool) -> dict:
                         result = engine.execute_context_query(question, BUDGET, record_access=False)
                         any_tier = [s.id for s in result.selected]
                         full_tier = [s.id for s in result.selected if s.tier in ("L1", "L2")]
-                        row = {"budget_any_tier": _recall(any_tier, covers, evidence, None),
-                               "budget_l1_l2": _recall(full_tier, covers, evidence, None),
-                               "budget_tokens_used": result.tokens_used / BUDGET}
+                        row = {
+                            "budget_any_tier": _recall(any_tier, covers, evidence, None),
+                            "budget_l1_l2": _recall(full_tier, covers, evidence, None),
+                            "budget_tokens_used": result.tokens_used / BUDGET,
+                        }
                         for k in KS:
                             row[f"bm25_r{k}"] = _recall(bm25, covers, evidence, k)
                             row[f"composite_r{k}"] = _recall(composite, covers, evidence, k)
@@ -228,14 +277,23 @@ def _locomo_one(model: str, samples: list[dict], small: bool) -> dict:
         for k in (5, 10):
             mean, low, high = paired_bootstrap(values[f"composite_r{k}"], values[f"bm25_r{k}"])
             delta[f"r{k}"] = {"mean": round(mean, 2), "ci95": [round(low, 2), round(high, 2)]}
-        summary[unit] = {"questions": n, **{k: round(v, 1) for k, v in means.items()},
-                         "composite_minus_bm25": delta,
-                         "paper_dragon_r5": PAPER[unit]["r5"], "paper_dragon_r10": PAPER[unit]["r10"]}
-    categories = {cat: {k: round(100.0 * sum(v) / len(v), 1) for k, v in vals.items()}
-                  for cat, vals in sorted(per_category.items())}
-    return {"units": summary, "by_category_r10": categories,
-            "score_query_ms_p50": round(percentile(query_ms, 50), 2),
-            "score_query_ms_p95": round(percentile(query_ms, 95), 2)}
+        summary[unit] = {
+            "questions": n,
+            **{k: round(v, 1) for k, v in means.items()},
+            "composite_minus_bm25": delta,
+            "paper_dragon_r5": PAPER[unit]["r5"],
+            "paper_dragon_r10": PAPER[unit]["r10"],
+        }
+    categories = {
+        cat: {k: round(100.0 * sum(v) / len(v), 1) for k, v in vals.items()}
+        for cat, vals in sorted(per_category.items())
+    }
+    return {
+        "units": summary,
+        "by_category_r10": categories,
+        "score_query_ms_p50": round(percentile(query_ms, 50), 2),
+        "score_query_ms_p95": round(percentile(query_ms, 95), 2),
+    }
 
 
 def intent_accuracy() -> dict:
@@ -245,8 +303,11 @@ def intent_accuracy() -> dict:
     from ctxos.services.semantic import PrototypeClassifier, load_model
 
     path = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "intent_queries.tsv"
-    rows = [line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.startswith("#")]
+    rows = [
+        line.split("\t", 1)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     triggers = default_config()["intent_triggers"]
     classifier = PrototypeClassifier(load_model("wordllama"))
     out = {"queries": len(rows)}
@@ -268,18 +329,35 @@ def run_locomo(small: bool) -> dict:
         for unit in UNITS:
             u = out["models"][model]["units"][unit]
             d = u["composite_minus_bm25"]["r10"]
-            rows.append([unit, u["questions"]]
-                        + [f"{u[f'bm25_r{k}']:.1f}" for k in KS] + [f"{u[f'composite_r{k}']:.1f}" for k in KS]
-                        + [f"{d['mean']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]",
-                           f"{u['budget_any_tier']:.1f}", f"{u['budget_l1_l2']:.1f}",
-                           f"{PAPER[unit]['r5']:.1f}/{PAPER[unit]['r10']:.1f}"])
+            rows.append(
+                [unit, u["questions"]]
+                + [f"{u[f'bm25_r{k}']:.1f}" for k in KS]
+                + [f"{u[f'composite_r{k}']:.1f}" for k in KS]
+                + [
+                    f"{d['mean']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]",
+                    f"{u['budget_any_tier']:.1f}",
+                    f"{u['budget_l1_l2']:.1f}",
+                    f"{PAPER[unit]['r5']:.1f}/{PAPER[unit]['r10']:.1f}",
+                ]
+            )
         print(f"\nLoCoMo evidence recall (%), locomo-dev{' (small)' if small else ''}, semantic.model: {model}:")
-        print_table(["unit", "questions"] + [f"BM25 R@{k}" for k in KS] + [f"composite R@{k}" for k in KS]
-                    + ["R@10 composite-BM25 (95% CI)", f"in {BUDGET} tok (any tier)", f"in {BUDGET} tok (L1/L2)",
-                       "paper R@5/R@10"], rows)
+        print_table(
+            ["unit", "questions"]
+            + [f"BM25 R@{k}" for k in KS]
+            + [f"composite R@{k}" for k in KS]
+            + [
+                "R@10 composite-BM25 (95% CI)",
+                f"in {BUDGET} tok (any tier)",
+                f"in {BUDGET} tok (L1/L2)",
+                "paper R@5/R@10",
+            ],
+            rows,
+        )
     acc = out["intent_accuracy"]
-    print(f"\nIntent accuracy on {acc['queries']} labelled queries: patterns+triggers {acc['lexical']:.1f} %, "
-          f"+ nearest-example classifier {acc['wordllama']:.1f} %")
+    print(
+        f"\nIntent accuracy on {acc['queries']} labelled queries: patterns+triggers {acc['lexical']:.1f} %, "
+        f"+ nearest-example classifier {acc['wordllama']:.1f} %"
+    )
     # the default model's numbers stay at the top level (what the small-mode test and older readers use)
     out["units"] = out["models"]["wordllama"]["units"]
     return out
@@ -287,10 +365,10 @@ def run_locomo(small: bool) -> dict:
 
 def embed_one(n: int) -> dict:
     """Runs in a child process: memory and time to embed ``n`` memories from scratch (no cache)."""
+    from common import current_rss_mb
     from ctxos.services.config import load_config
     from ctxos.services.semantic import VectorIndex, load_model
     from ctxos.services.workspace import scan_workspace
-    from common import current_rss_mb
 
     with tempfile.TemporaryDirectory(prefix=f"embed-{n}-") as tmp:
         root = Path(tmp)
@@ -312,13 +390,20 @@ def embed_one(n: int) -> dict:
             started = time.perf_counter()
             vectors.nearest(query, 200)
             times.append((time.perf_counter() - started) * 1000)
-    return {"memories": len(memories), "model_load_s": round(load_s, 2), "embed_s": round(embed_s, 2),
-            "rss_model_mb": round(after_model - before, 1), "rss_model_and_vectors_mb": round(after - before, 1),
-            "matrix_mb": round(vectors.memory_bytes() / 2**20, 1),
-            "nearest_ms_p50": round(percentile(times, 50), 3), "nearest_ms_p95": round(percentile(times, 95), 3)}
+    return {
+        "memories": len(memories),
+        "model_load_s": round(load_s, 2),
+        "embed_s": round(embed_s, 2),
+        "rss_model_mb": round(after_model - before, 1),
+        "rss_model_and_vectors_mb": round(after - before, 1),
+        "matrix_mb": round(vectors.memory_bytes() / 2**20, 1),
+        "nearest_ms_p50": round(percentile(times, 50), 3),
+        "nearest_ms_p95": round(percentile(times, 95), 3),
+    }
 
 
 # --- (b) scale ------------------------------------------------------------------------------
+
 
 def scale_one(n: int, queries: int, model: str = "wordllama") -> dict:
     """Runs in a child process: build, load, query and update one workspace of ``n`` memories."""
@@ -337,7 +422,7 @@ def scale_one(n: int, queries: int, model: str = "wordllama") -> dict:
         started = time.perf_counter()
         engine.load()
         reload_s = time.perf_counter() - started
-        for q in SCALE_QUERIES:                          # warm-up: graph, caches, searchers
+        for q in SCALE_QUERIES:  # warm-up: graph, caches, searchers
             engine.execute_context_query(q, 4000, record_access=False)
         times: list[float] = []
         cpu: list[float] = []
@@ -361,15 +446,22 @@ def scale_one(n: int, queries: int, model: str = "wordllama") -> dict:
         engine.close()
     return {
         "model": model,
-        "memories": status["memories"], "invalid": status["invalid"], "write_files_s": round(write_s, 2),
-        "index_build_s": round(build_s, 2), "warm_reload_s": round(reload_s, 2),
-        "query_ms_p50": round(percentile(times, 50), 2), "query_ms_p95": round(percentile(times, 95), 2),
-        "query_ms_max": round(max(times), 2), "queries": len(times),
-        "query_cpu_ms_p50": round(percentile(cpu, 50), 2), "query_cpu_ms_p95": round(percentile(cpu, 95), 2),
+        "memories": status["memories"],
+        "invalid": status["invalid"],
+        "write_files_s": round(write_s, 2),
+        "index_build_s": round(build_s, 2),
+        "warm_reload_s": round(reload_s, 2),
+        "query_ms_p50": round(percentile(times, 50), 2),
+        "query_ms_p95": round(percentile(times, 95), 2),
+        "query_ms_max": round(max(times), 2),
+        "queries": len(times),
+        "query_cpu_ms_p50": round(percentile(cpu, 50), 2),
+        "query_cpu_ms_p95": round(percentile(cpu, 95), 2),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "tokens_used_mean": round(sum(used) / len(used), 1),
         "single_file_update_ms_p50": round(percentile(updates, 50), 2),
-        "index_segments": status["index"]["segments"], "peak_rss_mb": round(peak_rss_mb(), 1),
+        "index_segments": status["index"]["segments"],
+        "peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
 
@@ -389,20 +481,64 @@ def run_scale(small: bool) -> dict:
         for model in MODELS:
             stats = _child("--scale-one", str(n), "--queries", str(queries), "--model", model)
             out[str(n) if model == "wordllama" else f"{n}-{model}"] = stats
-            rows.append([n, model, stats["index_build_s"], stats["warm_reload_s"], stats["query_ms_p50"],
-                         stats["query_ms_p95"], stats["query_cpu_ms_p50"], stats["query_cpu_ms_p95"],
-                         stats["single_file_update_ms_p50"], stats["peak_rss_mb"], stats["load_average_1m"]])
+            rows.append(
+                [
+                    n,
+                    model,
+                    stats["index_build_s"],
+                    stats["warm_reload_s"],
+                    stats["query_ms_p50"],
+                    stats["query_ms_p95"],
+                    stats["query_cpu_ms_p50"],
+                    stats["query_cpu_ms_p95"],
+                    stats["single_file_update_ms_p50"],
+                    stats["peak_rss_mb"],
+                    stats["load_average_1m"],
+                ]
+            )
     print("\nScale (execute_context_query, 4,000-token budget, warm; wall and CPU time per query):")
-    print_table(["memories", "semantic.model", "load (index+embed) s", "reload s", "p50 ms", "p95 ms", "CPU p50 ms",
-                 "CPU p95 ms", "1-file update ms", "peak RSS MiB", "load avg"], rows)
+    print_table(
+        [
+            "memories",
+            "semantic.model",
+            "load (index+embed) s",
+            "reload s",
+            "p50 ms",
+            "p95 ms",
+            "CPU p50 ms",
+            "CPU p95 ms",
+            "1-file update ms",
+            "peak RSS MiB",
+            "load avg",
+        ],
+        rows,
+    )
     n = sizes[-1]
     embed = _child("--embed-one", str(n))
     out["embeddings"] = embed
     print(f"\nEmbeddings at {embed['memories']:,} memories (wordllama, from scratch, no cache):")
-    print_table(["model load s", "embed s", "RSS model MiB", "RSS model+vectors MiB", "matrix MiB",
-                 "nearest p50 ms", "nearest p95 ms"],
-                [[embed["model_load_s"], embed["embed_s"], embed["rss_model_mb"], embed["rss_model_and_vectors_mb"],
-                  embed["matrix_mb"], embed["nearest_ms_p50"], embed["nearest_ms_p95"]]])
+    print_table(
+        [
+            "model load s",
+            "embed s",
+            "RSS model MiB",
+            "RSS model+vectors MiB",
+            "matrix MiB",
+            "nearest p50 ms",
+            "nearest p95 ms",
+        ],
+        [
+            [
+                embed["model_load_s"],
+                embed["embed_s"],
+                embed["rss_model_mb"],
+                embed["rss_model_and_vectors_mb"],
+                embed["matrix_mb"],
+                embed["nearest_ms_p50"],
+                embed["nearest_ms_p95"],
+            ]
+        ],
+    )
     return out
 
 

@@ -24,6 +24,7 @@ small Python functions, so read these as shares, not milliseconds).
     python benchmarks/bench_footprint.py            # 10,000 memories: ~2 min
     python benchmarks/bench_footprint.py --small    # 200 memories; what the tests run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,11 +47,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_common_args, current_rss_mb, machine_info, print_table, write_results  # noqa: E402
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
 
-QUERIES = ["how to deploy a release", "git rebase interactive", "search files by name", "network ports in use",
-           "compress a folder", "sync notes between devices", "python virtual environment", "docker container logs",
-           "markdown links and embeds", "graph view of notes", "change file permissions", "publish a vault",
-           "ssh keys", "plugin settings", "disk usage", "kill a process", "daily notes template", "backlinks",
-           "list open files", "rename many files", "what changed in the last release", "tags and aliases"]
+QUERIES = [
+    "how to deploy a release",
+    "git rebase interactive",
+    "search files by name",
+    "network ports in use",
+    "compress a folder",
+    "sync notes between devices",
+    "python virtual environment",
+    "docker container logs",
+    "markdown links and embeds",
+    "graph view of notes",
+    "change file permissions",
+    "publish a vault",
+    "ssh keys",
+    "plugin settings",
+    "disk usage",
+    "kill a process",
+    "daily notes template",
+    "backlinks",
+    "list open files",
+    "rename many files",
+    "what changed in the last release",
+    "tags and aliases",
+]
 N_QUERIES = 160
 
 # Innermost project frame (file stem, function) -> component. First match wins; "*" = any function.
@@ -115,7 +135,7 @@ def memory_by_component(snapshot: tracemalloc.Snapshot) -> dict[str, float]:
     functions = _function_names()
     for stat in snapshot.statistics("traceback"):
         comp = "outside the engine (imports, interpreter, benchmark)"
-        for frame in reversed(stat.traceback):          # most recent (innermost) first
+        for frame in reversed(stat.traceback):  # most recent (innermost) first
             name = frame.filename.replace(os.sep, "/")
             if "/services/semantic/" in name and "site-packages" not in name:
                 comp = "embeddings (model + vectors)"
@@ -123,13 +143,14 @@ def memory_by_component(snapshot: tracemalloc.Snapshot) -> dict[str, float]:
             if "/services/" in name and "site-packages" not in name:
                 comp = _component_of(Path(name).stem, functions(frame.filename, frame.lineno))
                 break
-        out[comp] += stat.size / 2 ** 20
+        out[comp] += stat.size / 2**20
     return dict(out)
 
 
 def _function_names():
     """filename, lineno -> name of the enclosing function (tracemalloc frames carry no names)."""
     import ast
+
     tables: dict[str, list[tuple[int, int, str]]] = {}
 
     def lookup(filename: str, lineno: int) -> str:
@@ -143,12 +164,13 @@ def _function_names():
                         table.append((node.lineno, node.end_lineno or node.lineno, node.name))
             except (OSError, SyntaxError):
                 pass
-            table.sort(key=lambda t: t[1] - t[0])        # innermost (shortest) first
+            table.sort(key=lambda t: t[1] - t[0])  # innermost (shortest) first
             tables[filename] = table
         for start, end, name in table:
             if start <= lineno <= end:
                 return name
         return ""
+
     return lookup
 
 
@@ -204,7 +226,7 @@ def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
     if trace:
         tracemalloc.start(12)
     engine = Engine(root)
-    engine.allow_stale_graph = True                 # as the daemon runs it
+    engine.allow_stale_graph = True  # as the daemon runs it
     step("Engine.load (store + index open + access log)", engine.load)
     step("link graph (refresh_graph)", engine.refresh_graph)
     step("communities (Leiden, map loaded)", lambda: (refresh_communities(engine), engine._load_communities()))
@@ -215,8 +237,12 @@ def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
             engine.execute_context_query(QUERIES[i % len(QUERIES)], 4000)
 
     step(f"{n_queries} queries (posting arrays, token caches)", queries)
-    result: dict[str, Any] = {"memories": len(engine.store), "base_rss_mb": base_rss, "final_rss_mb": current_rss_mb(),
-                              "steps": [{"step": s, "rss_delta_mb": d, "seconds": t} for s, d, t in steps]}
+    result: dict[str, Any] = {
+        "memories": len(engine.store),
+        "base_rss_mb": base_rss,
+        "final_rss_mb": current_rss_mb(),
+        "steps": [{"step": s, "rss_delta_mb": d, "seconds": t} for s, d, t in steps],
+    }
     if trace:
         snapshot = tracemalloc.take_snapshot()
         tracemalloc.stop()
@@ -224,7 +250,7 @@ def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
         engine.close()
         return result
     memories = list(engine.store.memories.values())
-    result["memory_text_mb"] = sum(len(m.l1.encode()) + len(m.l2.encode()) for m in memories) / 2 ** 20
+    result["memory_text_mb"] = sum(len(m.l1.encode()) + len(m.l2.encode()) for m in memories) / 2**20
     plain: list[float] = []
     for i in range(n_queries):
         t0 = time.perf_counter()
@@ -238,8 +264,13 @@ def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
     profile.disable()
     engine.close()
     plain.sort()
-    result.update({"query_time_share_pct": time_by_component(profile),
-                   "query_ms_p50": plain[len(plain) // 2], "query_ms_p95": plain[int(len(plain) * 0.95) - 1]})
+    result.update(
+        {
+            "query_time_share_pct": time_by_component(profile),
+            "query_ms_p50": plain[len(plain) // 2],
+            "query_ms_p95": plain[int(len(plain) * 0.95) - 1],
+        }
+    )
     return result
 
 
@@ -251,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--_child", choices=("rss", "trace"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     n = args.memories or (200 if args.small else 10_000)
-    if args._child:                 # the measuring process: nothing else loaded before it starts
+    if args._child:  # the measuring process: nothing else loaded before it starts
         import json
+
         print(json.dumps(measure(args.workspace, 40 if args.small else N_QUERIES, args._child == "trace")))
         return 0
     work = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
@@ -260,17 +292,30 @@ def main(argv: list[str] | None = None) -> int:
         root = args.workspace
         if root is None:
             from ctxos.services.workspace import init_workspace
+
             root = work / "ws"
             init_workspace(root, seed_examples=False)
             build_workspace(root, n, source=("obsidian-help", "foam-docs") if args.small else DOC_CORPORA)
         # Build the index once (a restart finds it), then measure in a fresh process.
-        subprocess.run([sys.executable, "-c", "import sys; from ctxos.services.engine import Engine; "
-                        "e = Engine(sys.argv[1]); e.load(); e.close()", str(root)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from ctxos.services.engine import Engine; e = Engine(sys.argv[1]); e.load(); e.close()",
+                str(root),
+            ],
+            check=True,
+        )
         import json
+
         runs = {}
         for mode in ("rss", "trace"):
-            child = subprocess.run([sys.executable, __file__, "--_child", mode, "--workspace", str(root)]
-                                   + (["--small"] if args.small else []), capture_output=True, text=True)
+            child = subprocess.run(
+                [sys.executable, __file__, "--_child", mode, "--workspace", str(root)]
+                + (["--small"] if args.small else []),
+                capture_output=True,
+                text=True,
+            )
             if child.returncode:
                 raise RuntimeError(child.stderr[-3000:])
             runs[mode] = json.loads(child.stdout.strip().splitlines()[-1])
@@ -278,17 +323,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     info = machine_info()
-    print(f"bench_footprint ({'small' if args.small else 'full'}): {result['memories']:,} memories on "
-          f"{info['cpu']} x{info['cores']}, Python {info['python']}")
-    print(f"RSS: {result['base_rss_mb']:.0f} MiB after importing the engine, "
-          f"{result['final_rss_mb']:.0f} MiB at the end")
-    print_table(["step", "RSS delta MiB", "seconds"],
-                [[s["step"], f"{s['rss_delta_mb']:+.1f}", f"{s['seconds']:.2f}"] for s in result["steps"]])
-    print(f"\nlive Python allocations by component (MiB, tracemalloc, after the imports); bodies + tiers as text: {result['memory_text_mb']:.1f} MiB")
-    print_table(["component", "MiB"], [[k, f"{v:.1f}"] for k, v in
-                                       sorted(result["traced_mb_by_component"].items(), key=lambda kv: -kv[1])])
-    print(f"\nquery time by component (cProfile own time, % of total); unprofiled p50 / p95 "
-          f"{result['query_ms_p50']:.1f} / {result['query_ms_p95']:.1f} ms")
+    print(
+        f"bench_footprint ({'small' if args.small else 'full'}): {result['memories']:,} memories on "
+        f"{info['cpu']} x{info['cores']}, Python {info['python']}"
+    )
+    print(
+        f"RSS: {result['base_rss_mb']:.0f} MiB after importing the engine, {result['final_rss_mb']:.0f} MiB at the end"
+    )
+    print_table(
+        ["step", "RSS delta MiB", "seconds"],
+        [[s["step"], f"{s['rss_delta_mb']:+.1f}", f"{s['seconds']:.2f}"] for s in result["steps"]],
+    )
+    print(
+        f"\nlive Python allocations by component (MiB, tracemalloc, after the imports); bodies + tiers as text: {result['memory_text_mb']:.1f} MiB"
+    )
+    print_table(
+        ["component", "MiB"],
+        [[k, f"{v:.1f}"] for k, v in sorted(result["traced_mb_by_component"].items(), key=lambda kv: -kv[1])],
+    )
+    print(
+        f"\nquery time by component (cProfile own time, % of total); unprofiled p50 / p95 "
+        f"{result['query_ms_p50']:.1f} / {result['query_ms_p95']:.1f} ms"
+    )
     print_table(["component", "% of query time"], [[k, f"{v:.1f}"] for k, v in result["query_time_share_pct"].items()])
     write_results("bench_footprint", result, args.json, small=args.small)
     return 0

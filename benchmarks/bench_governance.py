@@ -18,6 +18,7 @@ Prints a table and writes JSON (``--json PATH``). ``--small`` uses 300 pages
 
     python benchmarks/bench_governance.py [--small] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,14 @@ def build_tldr_workspace(dest: Path, limit: int | None = None) -> int:
         platform, name = page.parent.name, page.stem
         memory_id = f"{platform}-{_slug(name)}"
         text = page.read_text(encoding="utf-8", errors="replace")
-        description = next((line[1:].strip() for line in text.splitlines()
-                            if line.startswith(">") and "More information" not in line
-                            and "See also" not in line), name)
+        description = next(
+            (
+                line[1:].strip()
+                for line in text.splitlines()
+                if line.startswith(">") and "More information" not in line and "See also" not in line
+            ),
+            name,
+        )
         verb = next((w for w in re.findall(r"[a-z]+", description.lower()) if w not in STOP), "misc")
         related = []
         for match in _SEE_ALSO.findall(text):
@@ -72,9 +78,13 @@ def build_tldr_workspace(dest: Path, limit: int | None = None) -> int:
         days = int(hashlib.sha1(memory_id.encode()).hexdigest()[:6], 16) % 400
         modified = NOW - timedelta(days=days)
         front = {
-            "id": memory_id, "type": "resource", "l0": description[:190],
-            "importance": 0.5, "tags": [platform, _slug(name.split("-")[0]), verb],
-            "related": sorted(set(related)), "modified": modified.strftime("%Y-%m-%dT%H:%M:%S"),
+            "id": memory_id,
+            "type": "resource",
+            "l0": description[:190],
+            "importance": 0.5,
+            "tags": [platform, _slug(name.split("-")[0]), verb],
+            "related": sorted(set(related)),
+            "modified": modified.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         lines = ["---"] + [f"{k}: {json.dumps(v)}" for k, v in front.items()] + ["---", text]
         (folder / f"{memory_id}.md").write_text("\n".join(lines), encoding="utf-8")
@@ -85,8 +95,8 @@ def build_tldr_workspace(dest: Path, limit: int | None = None) -> int:
 def run(limit: int | None) -> dict[str, object]:
     from ctxos.services.communities import community_names, refresh_communities
     from ctxos.services.engine import Engine
-    from ctxos.services.graph_layout import community_layout
     from ctxos.services.governance import governance_report
+    from ctxos.services.graph_layout import community_layout
     from ctxos.services.router import regenerate_router
 
     with tempfile.TemporaryDirectory(prefix="ctxos-bench-gov-") as tmp:
@@ -125,20 +135,29 @@ def run(limit: int | None) -> dict[str, object]:
             unchanged = regenerate_router(engine)
             router_unchanged_s = time.perf_counter() - started
             return {
-                "corpus": "tldr", "pages": pages, "memories": len(engine.store),
-                "explicit_edges": len(graph.explicit_edges()), "implicit_edges": len(graph.implicit_edges()),
-                "dangling_links": len(graph.dangling), "communities": len(cmap.sizes),
+                "corpus": "tldr",
+                "pages": pages,
+                "memories": len(engine.store),
+                "explicit_edges": len(graph.explicit_edges()),
+                "implicit_edges": len(graph.implicit_edges()),
+                "dangling_links": len(graph.dangling),
+                "communities": len(cmap.sizes),
                 "largest_community": cmap.sizes[0] if cmap.sizes else 0,
                 "modularity": round(cmap.modularity, 4),
-                "build_workspace_s": round(build_s, 3), "engine_load_s": round(load_s, 3),
-                "graph_s": round(graph_s, 3), "communities_cold_s": round(communities_cold_s, 3),
+                "build_workspace_s": round(build_s, 3),
+                "engine_load_s": round(load_s, 3),
+                "graph_s": round(graph_s, 3),
+                "communities_cold_s": round(communities_cold_s, 3),
                 "communities_unchanged_s": round(communities_unchanged_s, 3),
                 "communities_unchanged_recomputed": again,
-                "community_names_s": round(names_s, 3), "map_layout_s": round(layout_s, 3),
+                "community_names_s": round(names_s, 3),
+                "map_layout_s": round(layout_s, 3),
                 "largest_community_name": named[0]["name"] if named else "",
-                "governance_s": round(governance_s, 3), "governance_cpu_s": round(governance_cpu_s, 3),
+                "governance_s": round(governance_s, 3),
+                "governance_cpu_s": round(governance_cpu_s, 3),
                 "findings": report.counts(),
-                "router_s": round(router_s, 3), "router_unchanged_s": round(router_unchanged_s, 3),
+                "router_s": round(router_s, 3),
+                "router_unchanged_s": round(router_unchanged_s, 3),
                 "router_rewrote_unchanged": bool(unchanged.written),
                 "target_s": TARGET_S,
             }
@@ -158,20 +177,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     result = run(300 if args.small else args.limit)
     print(f"governance benchmark, tldr corpus (target: < {TARGET_S:g} s each); machine: {machine_info()}")
-    print_table(["measure", "value"], [
-        ("memories", result["memories"]),
-        ("edges (explicit / shared-tag)", f"{result['explicit_edges']} / {result['implicit_edges']}"),
-        ("communities (largest)", f"{result['communities']} ({result['largest_community']})"),
-        ("engine load", f"{result['engine_load_s']:.2f} s"),
-        ("link graph", f"{result['graph_s']:.2f} s"),
-        ("Leiden communities, cold", f"{result['communities_cold_s']:.2f} s"),
-        ("communities, graph unchanged", f"{result['communities_unchanged_s']:.2f} s"),
-        ("community names (c-TF-IDF)", f"{result['community_names_s']:.2f} s ({result['largest_community_name']})"),
-        ("map layout (communities apart)", f"{result['map_layout_s']:.2f} s"),
-        ("governance (all kinds)", f"{result['governance_s']:.2f} s (CPU {result['governance_cpu_s']:.2f} s)"),
-        ("router files, first / unchanged", f"{result['router_s']:.2f} s / {result['router_unchanged_s']:.2f} s"),
-        ("findings", ", ".join(f"{k} {v}" for k, v in result["findings"].items())),
-    ])
+    print_table(
+        ["measure", "value"],
+        [
+            ("memories", result["memories"]),
+            ("edges (explicit / shared-tag)", f"{result['explicit_edges']} / {result['implicit_edges']}"),
+            ("communities (largest)", f"{result['communities']} ({result['largest_community']})"),
+            ("engine load", f"{result['engine_load_s']:.2f} s"),
+            ("link graph", f"{result['graph_s']:.2f} s"),
+            ("Leiden communities, cold", f"{result['communities_cold_s']:.2f} s"),
+            ("communities, graph unchanged", f"{result['communities_unchanged_s']:.2f} s"),
+            ("community names (c-TF-IDF)", f"{result['community_names_s']:.2f} s ({result['largest_community_name']})"),
+            ("map layout (communities apart)", f"{result['map_layout_s']:.2f} s"),
+            ("governance (all kinds)", f"{result['governance_s']:.2f} s (CPU {result['governance_cpu_s']:.2f} s)"),
+            ("router files, first / unchanged", f"{result['router_s']:.2f} s / {result['router_unchanged_s']:.2f} s"),
+            ("findings", ", ".join(f"{k} {v}" for k, v in result["findings"].items())),
+        ],
+    )
     ok = result["governance_s"] < TARGET_S and result["communities_cold_s"] < TARGET_S
     print("result: " + ("PASS" if ok else "FAIL"))
     write_results("bench_governance", {**result, "pass": ok}, args.json, small=args.small)

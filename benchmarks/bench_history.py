@@ -15,6 +15,7 @@ Usage::
 
     python benchmarks/bench_history.py [--small] [--json PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import add_common_args, machine_info, percentile, print_table, write_results  # noqa: E402
-
 from ctxos.services.engine import Engine  # noqa: E402
 from ctxos.services.history import Actor, memory_history, memory_version, scope  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
 
 def _stats(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "max": max(values) if values else 0.0}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": max(values) if values else 0.0,
+    }
 
 
 def _timed(fn) -> float:
@@ -50,14 +54,23 @@ def _workspace(tmp: Path, mode: str, files: int) -> Path:
     init_workspace(root, seed_examples=False)
     if mode == "off":
         config = root / "_config.yaml"
-        config.write_text(config.read_text().replace("  mode: auto                  # auto (git", "  mode: off  # (git"))
-    for i in range(files):                         # a workspace that is not empty
+        config.write_text(
+            config.read_text().replace("  mode: auto                  # auto (git", "  mode: off  # (git")
+        )
+    for i in range(files):  # a workspace that is not empty
         path = root / "03-projects" / f"p{i}.md"
-        path.write_text(f"---\nid: p{i}\ntype: project\nl0: Project {i} in the benchmark workspace\n---\n"
-                        f"Project {i} has some words.\n")
+        path.write_text(
+            f"---\nid: p{i}\ntype: project\nl0: Project {i} in the benchmark workspace\n---\n"
+            f"Project {i} has some words.\n"
+        )
     if mode == "git":
-        for args in (["init", "-q"], ["config", "user.name", "Bench"], ["config", "user.email", "b@x"],
-                     ["add", "-A"], ["commit", "-q", "-m", "workspace"]):
+        for args in (
+            ["init", "-q"],
+            ["config", "user.name", "Bench"],
+            ["config", "user.email", "b@x"],
+            ["add", "-A"],
+            ["commit", "-q", "-m", "workspace"],
+        ):
             subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
     return root
 
@@ -73,8 +86,14 @@ def run_mode(tmp: Path, mode: str, n: int, files: int) -> dict:
     def save(i: int) -> None:
         with scope(actor):
             memory = engine.get_memory("hot")
-            engine.save_memory(type="project", id="hot", l0="The memory this benchmark rewrites",
-                               content=f"{body} revision {i}", expected_version=memory.version if memory else None)
+            engine.save_memory(
+                type="project",
+                id="hot",
+                l0="The memory this benchmark rewrites",
+                content=f"{body} revision {i}",
+                expected_version=memory.version if memory else None,
+            )
+
     for i in range(n):
         saves.append(_timed(lambda i=i: save(i)))
     result: dict = {"mode": engine.history.mode(), "save_ms": _stats(saves)}
@@ -105,11 +124,21 @@ def main(argv: list[str] | None = None) -> int:
         save = data["save_ms"]
         listing = data.get("history_ms")
         one = data.get("version_ms")
-        rows.append([mode, save["n"], f"{save['p50']:.1f}", f"{save['p95']:.1f}",
-                     data.get("versions", "-"),
-                     f"{listing['p50']:.1f}" if listing else "-", f"{one['p50']:.1f}" if one else "-"])
-    print_table(["history mode", "saves", "save p50 ms", "save p95 ms", "versions", "history p50 ms",
-                 "one version p50 ms"], rows)
+        rows.append(
+            [
+                mode,
+                save["n"],
+                f"{save['p50']:.1f}",
+                f"{save['p95']:.1f}",
+                data.get("versions", "-"),
+                f"{listing['p50']:.1f}" if listing else "-",
+                f"{one['p50']:.1f}" if one else "-",
+            ]
+        )
+    print_table(
+        ["history mode", "saves", "save p50 ms", "save p95 ms", "versions", "history p50 ms", "one version p50 ms"],
+        rows,
+    )
     write_results("history", result, args.json, small=args.small)
     return 0
 

@@ -15,6 +15,7 @@ Session set-up (process start, initialize) is timed separately.
 
     python benchmarks/bench_mcp.py [--small] [--memories N] [--rounds R] [--json PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,9 +67,22 @@ def start_daemon(root: Path, runtime_dir: Path, port: int, log: Path) -> subproc
 
     env = {**os.environ, "CTXOS_RUNTIME_DIR": str(runtime_dir)}
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root),
-                                 "--http-port", str(port), "--no-tray"],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxos.daemon.main",
+                "--workspace",
+                str(root),
+                "--http-port",
+                str(port),
+                "--no-tray",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     os.environ["CTXOS_RUNTIME_DIR"] = str(runtime_dir)
     client = DaemonClient.for_workspace(root, timeout=5)
     deadline = time.monotonic() + 120
@@ -88,8 +102,10 @@ def start_daemon(root: Path, runtime_dir: Path, port: int, log: Path) -> subproc
 
 def _summary(name: str, rtts: list[float], engine_ms: list[float], setup_ms: float | None) -> dict[str, Any]:
     return {
-        "transport": name, "calls": len(rtts),
-        "p50_ms": percentile(rtts, 50), "p95_ms": percentile(rtts, 95),
+        "transport": name,
+        "calls": len(rtts),
+        "p50_ms": percentile(rtts, 50),
+        "p95_ms": percentile(rtts, 95),
         "mean_ms": statistics.fmean(rtts) if rtts else 0.0,
         "engine_p50_ms": percentile(engine_ms, 50),
         "overhead_p50_ms": percentile(rtts, 50) - percentile(engine_ms, 50),
@@ -102,7 +118,7 @@ def bench_socket(root: Path, rounds: int) -> dict[str, Any]:
 
     client = DaemonClient.for_workspace(root)
     rtts, engine = [], []
-    client.call("get_context", {"query": QUERIES[0], "budget_tokens": BUDGET})       # warm-up
+    client.call("get_context", {"query": QUERIES[0], "budget_tokens": BUDGET})  # warm-up
     over: list[dict[str, Any]] = []
     for _ in range(rounds):
         for query in QUERIES:
@@ -121,7 +137,7 @@ async def _bench_mcp_client(name: str, target: Any, rounds: int) -> dict[str, An
 
     t0 = time.perf_counter()
     async with Client(target) as client:
-        await client.call_tool("get_context", {"query": QUERIES[0], "budget_tokens": BUDGET})   # warm-up
+        await client.call_tool("get_context", {"query": QUERIES[0], "budget_tokens": BUDGET})  # warm-up
         setup_ms = (time.perf_counter() - t0) * 1000
         rtts, engine = [], []
         over: list[dict[str, Any]] = []
@@ -142,18 +158,20 @@ async def _bench_mcp_client(name: str, target: Any, rounds: int) -> dict[str, An
 def bench_stdio(root: Path, rounds: int) -> dict[str, Any]:
     from mcp import StdioServerParameters
 
-    env = {"CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ.get("PATH", ""),
-           "HOME": os.environ.get("HOME", "/tmp")}
+    env = {
+        "CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"],
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
     params = StdioServerParameters(command=_ctxos(), args=["--workspace", str(root), "mcp", "--no-start"], env=env)
     return asyncio.run(_bench_mcp_client("stdio", params, rounds))
 
 
 def bench_http(url: str, rounds: int) -> dict[str, Any]:
     """Streamable HTTP with the daemon's stored credential (the per-user token it made on start)."""
+    from ctxos.services.credentials import read_token
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
-
-    from ctxos.services.credentials import read_token
 
     async def run() -> dict[str, Any]:
         token = read_token()
@@ -201,16 +219,42 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(runtime_dir, ignore_errors=True)
 
     print(f"get_context latency, {n} memories, budget {BUDGET} tokens, {rounds} x {len(QUERIES)} queries")
-    print_table(["transport", "calls", "p50 ms", "p95 ms", "mean ms", "engine p50 ms", "overhead p50 ms", "setup ms",
-                 "over budget"],
-                [[r["transport"], r["calls"], r["p50_ms"], r["p95_ms"], r["mean_ms"], r["engine_p50_ms"],
-                  r["overhead_p50_ms"], r["setup_ms"] if r["setup_ms"] is not None else "-", len(r["over_budget"])]
-                 for r in rows])
+    print_table(
+        [
+            "transport",
+            "calls",
+            "p50 ms",
+            "p95 ms",
+            "mean ms",
+            "engine p50 ms",
+            "overhead p50 ms",
+            "setup ms",
+            "over budget",
+        ],
+        [
+            [
+                r["transport"],
+                r["calls"],
+                r["p50_ms"],
+                r["p95_ms"],
+                r["mean_ms"],
+                r["engine_p50_ms"],
+                r["overhead_p50_ms"],
+                r["setup_ms"] if r["setup_ms"] is not None else "-",
+                len(r["over_budget"]),
+            ]
+            for r in rows
+        ],
+    )
     violations = [(r["transport"], v) for r in rows for v in r["over_budget"]]
     for transport, v in violations[:10]:
         print(f"OVER BUDGET ({transport}): {v['query']!r} used {v['tokens_used']} > {BUDGET} tokens")
-    write_results("bench_mcp", {"memories": n, "budget_tokens": BUDGET, "rounds": rounds,
-                                "queries": QUERIES, "results": rows}, args.json, small=args.small)
+    write_results(
+        "bench_mcp",
+        {"memories": n, "budget_tokens": BUDGET, "rounds": rounds, "queries": QUERIES, "results": rows},
+        args.json,
+        small=args.small,
+    )
     return 1 if violations else 0
 
 

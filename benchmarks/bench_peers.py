@@ -17,6 +17,7 @@ The headline is the ratio of each peer to AI Context OS on the same machine and 
 ``--systems``, ``--corpora`` and ``--locomo-units`` run a subset (same code, same
 parameters); ``--merge A.json B.json`` combines such partial runs into one table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,21 @@ from corpora import DATA_DIR  # noqa: E402
 from peers import SYSTEMS, make_peer  # noqa: E402
 from peers.client import Peer, PeerUnavailable, WorkerError  # noqa: E402
 from peers.locomo import PAPER_RECALL, UNITS, load_samples, summarise_recall, write_workspace  # noqa: E402
-from peers.workloads import (REAL_CORPORA, append_marker, body_text, copy_corpus, make_queries,  # noqa: E402
-                             pick_update_files, prepare_corpus)
+from peers.workloads import (  # noqa: E402
+    REAL_CORPORA,
+    append_marker,
+    body_text,
+    copy_corpus,
+    make_queries,
+    pick_update_files,
+    prepare_corpus,
+)
 
 FULL_CORPORA = ("obsidian-help", "tldr", "gen-1000", "gen-10000", "gen-50000")
 SMALL_CORPORA = ("obsidian-help", "gen-300")
 RECALL_KS = (5, 10, 25, 50)
 BUDGETS = (500, 1000, 2000, 4000)
-INTERACTIVE_P95_MS = 100.0   # a query answered within 100 ms feels instant; above it, it does not
+INTERACTIVE_P95_MS = 100.0  # a query answered within 100 ms feels instant; above it, it does not
 WARMUP = 5
 QUERY_K = 10
 
@@ -58,8 +66,7 @@ def _ms(seconds: float) -> float:
 # ---------------------------------------------------------------------------------------
 # corpus cells: build, update, query latency, memory, size
 # ---------------------------------------------------------------------------------------
-def run_corpus_cell(peer: Peer, corpus, scratch: Path, queries: list[tuple[str, str]],
-                    updates: int) -> dict[str, Any]:
+def run_corpus_cell(peer: Peer, corpus, scratch: Path, queries: list[tuple[str, str]], updates: int) -> dict[str, Any]:
     """Measure one system on one corpus (its own copy); never raises for the system's own errors."""
     cell: dict[str, Any] = {"system": peer.name, "corpus": corpus.name}
     base = scratch / f"{corpus.name}--{peer.name}"
@@ -69,9 +76,12 @@ def run_corpus_cell(peer: Peer, corpus, scratch: Path, queries: list[tuple[str, 
         peer.start(copy, base / "work")
         built = peer.build()
         res = built["result"]
-        cell.update(docs=res.get("docs"), build_s=round(res.get("build_s", built["elapsed_s"]), 3),
-                    rss_after_build_mb=round(res.get("proc_rss_mb", built["rss_mb"]), 1),
-                    peak_rss_build_mb=round(res.get("proc_peak_rss_mb", built["peak_rss_mb"]), 1))
+        cell.update(
+            docs=res.get("docs"),
+            build_s=round(res.get("build_s", built["elapsed_s"]), 3),
+            rss_after_build_mb=round(res.get("proc_rss_mb", built["rss_mb"]), 1),
+            peak_rss_build_mb=round(res.get("proc_peak_rss_mb", built["peak_rss_mb"]), 1),
+        )
         for extra in ("search_mode", "settle_s", "archived_at_start"):
             if extra in res:
                 cell[extra] = res[extra]
@@ -80,9 +90,13 @@ def run_corpus_cell(peer: Peer, corpus, scratch: Path, queries: list[tuple[str, 
         measured = texts[WARMUP:] or texts
         reply = peer.queries(measured, QUERY_K)
         lat = reply["result"]["latencies_s"]
-        cell.update(queries=len(lat), query_p50_ms=_ms(percentile(lat, 50)), query_p95_ms=_ms(percentile(lat, 95)),
-                    query_mean_ms=_ms(sum(lat) / len(lat)) if lat else 0.0,
-                    query_errors=reply["result"].get("errors", 0))
+        cell.update(
+            queries=len(lat),
+            query_p50_ms=_ms(percentile(lat, 50)),
+            query_p95_ms=_ms(percentile(lat, 95)),
+            query_mean_ms=_ms(sum(lat) / len(lat)) if lat else 0.0,
+            query_errors=reply["result"].get("errors", 0),
+        )
         if corpus.name in REAL_CORPORA:
             sources = [src for _q, src in queries][WARMUP:] or [src for _q, src in queries]
             found = sum(1 for src, hits in zip(sources, reply["result"]["hits"]) if src in hits)
@@ -100,8 +114,12 @@ def run_corpus_cell(peer: Peer, corpus, scratch: Path, queries: list[tuple[str, 
         if marks:
             found_hits = peer.queries([m for m, _ in marks], QUERY_K)["result"]["hits"]
             visible = sum(1 for (_m, rel), hits in zip(marks, found_hits) if rel in hits)
-            cell.update(update_ms_median=_ms(percentile(times, 50)), update_ms_max=_ms(max(times)),
-                        updates=len(times), updates_visible=visible)
+            cell.update(
+                update_ms_median=_ms(percentile(times, 50)),
+                update_ms_max=_ms(max(times)),
+                updates=len(times),
+                updates_visible=visible,
+            )
         last = peer.stats()
         cell["peak_rss_mb"] = round(last["result"].get("proc_peak_rss_mb", last["peak_rss_mb"]), 1)
         cell["index_mb"] = round(peer.index_bytes() / (1024 * 1024), 2)
@@ -141,8 +159,9 @@ def pack_within_budget(hits: list[str], tokens: dict[str, int], budget: int) -> 
     return chosen
 
 
-def run_locomo(peer: Peer, unit: str, samples: list[dict], scratch: Path, *,
-               max_questions: int | None) -> dict[str, Any]:
+def run_locomo(
+    peer: Peer, unit: str, samples: list[dict], scratch: Path, *, max_questions: int | None
+) -> dict[str, Any]:
     """Recall of one system on one unit over all given conversations."""
     cell: dict[str, Any] = {"system": peer.name, "unit": unit}
     top_k = max(RECALL_KS)
@@ -190,8 +209,11 @@ def run_locomo(peer: Peer, unit: str, samples: list[dict], scratch: Path, *,
                 peer.stop()
                 shutil.rmtree(base, ignore_errors=True)
         cell.update(
-            conversations=len(samples), docs=docs, build_s_total=round(build_s, 2),
-            query_p50_ms=_ms(percentile(lat, 50)), query_p95_ms=_ms(percentile(lat, 95)),
+            conversations=len(samples),
+            docs=docs,
+            build_s_total=round(build_s, 2),
+            query_p50_ms=_ms(percentile(lat, 50)),
+            query_p95_ms=_ms(percentile(lat, 95)),
             skipped_questions=skipped,
             recall_at_k={str(k): summarise_recall(v) for k, v in at_k.items()},
             recall_in_budget={str(b): summarise_recall(v) for b, v in at_budget.items()},
@@ -205,8 +227,14 @@ def run_locomo(peer: Peer, unit: str, samples: list[dict], scratch: Path, *,
 # ---------------------------------------------------------------------------------------
 # ratios, tables
 # ---------------------------------------------------------------------------------------
-RATIO_FIELDS = (("build_s", "build"), ("update_ms_median", "update"), ("query_p50_ms", "p50"),
-                ("query_p95_ms", "p95"), ("peak_rss_mb", "peak RSS"), ("index_mb", "index size"))
+RATIO_FIELDS = (
+    ("build_s", "build"),
+    ("update_ms_median", "update"),
+    ("query_p50_ms", "p50"),
+    ("query_p95_ms", "p95"),
+    ("peak_rss_mb", "peak RSS"),
+    ("index_mb", "index size"),
+)
 
 
 def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -234,9 +262,15 @@ def scale_curve(cells: list[dict[str, Any]]) -> dict[str, Any]:
         if cell.get("corpus", "").startswith("gen-") and "error" not in cell and "skipped" not in cell:
             n = int(cell["corpus"].split("-")[1])
             curve.setdefault(cell["system"], []).append(
-                {"n": n, "query_p50_ms": cell.get("query_p50_ms"), "query_p95_ms": cell.get("query_p95_ms"),
-                 "peak_rss_mb": cell.get("peak_rss_mb"), "build_s": cell.get("build_s"),
-                 "index_mb": cell.get("index_mb")})
+                {
+                    "n": n,
+                    "query_p50_ms": cell.get("query_p50_ms"),
+                    "query_p95_ms": cell.get("query_p95_ms"),
+                    "peak_rss_mb": cell.get("peak_rss_mb"),
+                    "build_s": cell.get("build_s"),
+                    "index_mb": cell.get("index_mb"),
+                }
+            )
     for points in curve.values():
         points.sort(key=lambda p: p["n"])
     first_slow = {}
@@ -244,10 +278,13 @@ def scale_curve(cells: list[dict[str, Any]]) -> dict[str, Any]:
         slow = [p["n"] for p in points if (p["query_p95_ms"] or 0) > INTERACTIVE_P95_MS]
         first_slow[system] = slow[0] if slow else None
     ours = curve.get("ctxos", [])
-    return {"points": curve, "interactive_p95_ms": INTERACTIVE_P95_MS,
-            "first_n_not_interactive": first_slow,
-            "ctxos_first_n_not_interactive": first_slow.get("ctxos"),
-            "ctxos_largest_n_measured": ours[-1]["n"] if ours else None}
+    return {
+        "points": curve,
+        "interactive_p95_ms": INTERACTIVE_P95_MS,
+        "first_n_not_interactive": first_slow,
+        "ctxos_first_n_not_interactive": first_slow.get("ctxos"),
+        "ctxos_largest_n_measured": ours[-1]["n"] if ours else None,
+    }
 
 
 def print_report(data: dict[str, Any]) -> None:
@@ -262,11 +299,37 @@ def print_report(data: dict[str, Any]) -> None:
             if "skipped" in c:
                 rows.append([c["corpus"], c["system"], "skipped"] + [""] * 8)
                 continue
-            rows.append([c["corpus"], c["system"], c.get("docs"), c.get("build_s"), c.get("update_ms_median"),
-                         c.get("query_p50_ms"), c.get("query_p95_ms"), c.get("peak_rss_mb"), c.get("index_mb"),
-                         c.get("known_item_at10", "-"), f"{c.get('updates_visible', '-')}/{c.get('updates', '-')}"])
-        print_table(["corpus", "system", "docs", "build s", "update ms", "p50 ms", "p95 ms", "peak RSS MB",
-                     "index MB", "known@10 %", "edits found"], rows)
+            rows.append(
+                [
+                    c["corpus"],
+                    c["system"],
+                    c.get("docs"),
+                    c.get("build_s"),
+                    c.get("update_ms_median"),
+                    c.get("query_p50_ms"),
+                    c.get("query_p95_ms"),
+                    c.get("peak_rss_mb"),
+                    c.get("index_mb"),
+                    c.get("known_item_at10", "-"),
+                    f"{c.get('updates_visible', '-')}/{c.get('updates', '-')}",
+                ]
+            )
+        print_table(
+            [
+                "corpus",
+                "system",
+                "docs",
+                "build s",
+                "update ms",
+                "p50 ms",
+                "p95 ms",
+                "peak RSS MB",
+                "index MB",
+                "known@10 %",
+                "edits found",
+            ],
+            rows,
+        )
         for c in cells:
             if "skipped" in c:
                 log(f"  {c['system']} on {c['corpus']}: {c['skipped']}")
@@ -274,13 +337,18 @@ def print_report(data: dict[str, Any]) -> None:
         if ratio_rows:
             log("\n== Ratios peer / AI Context OS (>1 = the peer is slower / bigger) ==")
             labels = [label for _k, label in RATIO_FIELDS]
-            print_table(["corpus", "peer", *labels], [[r["corpus"], r["peer"], *[r.get(x, "-") for x in labels]]
-                                                       for r in ratio_rows])
+            print_table(
+                ["corpus", "peer", *labels],
+                [[r["corpus"], r["peer"], *[r.get(x, "-") for x in labels]] for r in ratio_rows],
+            )
         curve = data.get("scale_curve", {})
         if curve.get("points"):
             log(f"\n== Scale curve (interactive = p95 <= {INTERACTIVE_P95_MS:.0f} ms) ==")
-            rows = [[system, p["n"], p["query_p50_ms"], p["query_p95_ms"], p["peak_rss_mb"], p["build_s"]]
-                    for system, points in curve["points"].items() for p in points]
+            rows = [
+                [system, p["n"], p["query_p50_ms"], p["query_p95_ms"], p["peak_rss_mb"], p["build_s"]]
+                for system, points in curve["points"].items()
+                for p in points
+            ]
             print_table(["system", "N", "p50 ms", "p95 ms", "peak RSS MB", "build s"], rows)
     locomo = data.get("locomo_cells", [])
     if locomo:
@@ -291,16 +359,20 @@ def print_report(data: dict[str, Any]) -> None:
                 rows.append([c["unit"], c["system"], "FAILED"] + [""] * 8)
                 continue
             rk, rb = c["recall_at_k"], c["recall_in_budget"]
-            rows.append([c["unit"], c["system"]]
-                        + [f"{rk[str(k)]['cat1_4']} [{rk[str(k)]['all']}]" for k in RECALL_KS]
-                        + [f"{rb[str(b)]['cat1_4']}" for b in BUDGETS]
-                        + [rk[str(RECALL_KS[0])]["questions"]])
+            rows.append(
+                [c["unit"], c["system"]]
+                + [f"{rk[str(k)]['cat1_4']} [{rk[str(k)]['all']}]" for k in RECALL_KS]
+                + [f"{rb[str(b)]['cat1_4']}" for b in BUDGETS]
+                + [rk[str(RECALL_KS[0])]["questions"]]
+            )
         for unit, paper in PAPER_RECALL.items():
             if any(c.get("unit") == unit for c in locomo):
-                rows.append([unit, "paper (DRAGON)"] + [paper.get(k, "-") for k in RECALL_KS]
-                            + ["-"] * len(BUDGETS) + ["-"])
-        print_table(["unit", "system", *[f"R@{k}" for k in RECALL_KS], *[f"in {b} tok" for b in BUDGETS],
-                     "questions"], rows)
+                rows.append(
+                    [unit, "paper (DRAGON)"] + [paper.get(k, "-") for k in RECALL_KS] + ["-"] * len(BUDGETS) + ["-"]
+                )
+        print_table(
+            ["unit", "system", *[f"R@{k}" for k in RECALL_KS], *[f"in {b} tok" for b in BUDGETS], "questions"], rows
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -331,8 +403,7 @@ def code_fingerprint() -> dict[str, Any]:
     for path in sorted((root / "services").glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return {"services_sha1": digest.hexdigest()[:12],
-            "git_commit": out.stdout.strip() if out.returncode == 0 else None}
+    return {"services_sha1": digest.hexdigest()[:12], "git_commit": out.stdout.strip() if out.returncode == 0 else None}
 
 
 def _split(value: str | None, default: tuple[str, ...]) -> list[str]:
@@ -343,12 +414,16 @@ def merge(paths: list[Path]) -> dict[str, Any]:
     data: dict[str, Any] = {"corpus_cells": [], "locomo_cells": [], "merged_from": [], "systems": {}}
     for path in paths:
         part = json.loads(path.read_text(encoding="utf-8"))
-        data["merged_from"].append({"file": path.name, "ran_at": part.get("ran_at"), "argv": part.get("argv"),
-                                    "code": part.get("code")})
+        data["merged_from"].append(
+            {"file": path.name, "ran_at": part.get("ran_at"), "argv": part.get("argv"), "code": part.get("code")}
+        )
         for key in ("corpus_cells", "locomo_cells"):
             new = part.get(key, [])
-            keyf = (lambda c: (c.get("corpus"), c["system"])) if key == "corpus_cells" else \
-                (lambda c: (c.get("unit"), c["system"]))
+            keyf = (
+                (lambda c: (c.get("corpus"), c["system"]))
+                if key == "corpus_cells"
+                else (lambda c: (c.get("unit"), c["system"]))
+            )
             replaced = {keyf(c) for c in new}
             data[key] = [c for c in data[key] if keyf(c) not in replaced] + new
         data["systems"].update(part.get("systems", {}))
@@ -360,7 +435,9 @@ def merge(paths: list[Path]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="tiny corpora; ctxos, its daemon and BM25 (used by the test)")
+    parser.add_argument(
+        "--small", action="store_true", help="tiny corpora; ctxos, its daemon and BM25 (used by the test)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="where to write the JSON results")
     parser.add_argument("--systems", help=f"comma list from {','.join(SYSTEMS)} (default: all; --small: ctxos,bm25)")
     parser.add_argument("--with-basic-memory", action="store_true", help="include basic-memory in --small")
@@ -369,13 +446,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locomo-samples", type=int, default=None, help="how many conversations (default: all 5)")
     parser.add_argument("--queries", type=int, default=None, help="measured queries per corpus (default 100; small 20)")
     parser.add_argument("--updates", type=int, default=None, help="edited files per corpus (default 5; small 3)")
-    parser.add_argument("--basic-memory-max-docs", type=int, default=None,
-                        help="skip basic-memory on corpora larger than this (default 10000 in the full run, "
-                             "none in --small; 0 = no cap): its build runs at ~10 files/s here")
-    parser.add_argument("--daemon-max-docs", type=int, default=None,
-                        help="skip the daemon peer on corpora larger than this (default 10000 in the full run; "
-                             "0 = no cap): see CAP_NOTES")
-    parser.add_argument("--profile", action="store_true", help="profile ctxos queries on the largest corpus (pyinstrument)")
+    parser.add_argument(
+        "--basic-memory-max-docs",
+        type=int,
+        default=None,
+        help="skip basic-memory on corpora larger than this (default 10000 in the full run, "
+        "none in --small; 0 = no cap): its build runs at ~10 files/s here",
+    )
+    parser.add_argument(
+        "--daemon-max-docs",
+        type=int,
+        default=None,
+        help="skip the daemon peer on corpora larger than this (default 10000 in the full run; "
+        "0 = no cap): see CAP_NOTES",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile ctxos queries on the largest corpus (pyinstrument)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: a temp dir, removed)")
     parser.add_argument("--merge", type=Path, nargs="+", help="merge earlier JSON results into one report")
     args = parser.parse_args(argv)
@@ -384,9 +471,14 @@ def main(argv: list[str] | None = None) -> int:
         data = merge(args.merge)
         data["corpus_cells"].sort(key=lambda c: (_corpus_order(c["corpus"]), _system_order(c["system"])))
         data["locomo_cells"].sort(key=lambda c: (UNITS.index(c["unit"]), _system_order(c["system"])))
-        data["corpus_cells"] = [_skipped_cell(c["system"], c["corpus"], c["files"], _cap_of(c), data["corpus_cells"],
-                                              CAP_NOTES.get(c["system"], "")) if "skipped" in c else c
-                                for c in data["corpus_cells"]]
+        data["corpus_cells"] = [
+            _skipped_cell(
+                c["system"], c["corpus"], c["files"], _cap_of(c), data["corpus_cells"], CAP_NOTES.get(c["system"], "")
+            )
+            if "skipped" in c
+            else c
+            for c in data["corpus_cells"]
+        ]
         data["ratios"] = ratios(data["corpus_cells"])
         data["scale_curve"] = scale_curve(data["corpus_cells"])
         print_report(data)
@@ -394,28 +486,43 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     small = args.small
-    systems = _split(args.systems, ("ctxos", "ctxos-daemon", "bm25")
-                     + (("basic-memory",) if args.with_basic_memory else ())
-                     if small else SYSTEMS)
+    systems = _split(
+        args.systems,
+        ("ctxos", "ctxos-daemon", "bm25") + (("basic-memory",) if args.with_basic_memory else ()) if small else SYSTEMS,
+    )
     corpora = [] if args.corpora == "none" else _split(args.corpora, SMALL_CORPORA if small else FULL_CORPORA)
     units = [] if args.locomo_units == "none" else _split(args.locomo_units, ("turns",) if small else UNITS)
     n_queries = args.queries or (20 if small else 100)
     updates = args.updates or (3 if small else 5)
     n_samples = args.locomo_samples or (1 if small else None)
     max_questions = 40 if small else None
-    caps = {"basic-memory": args.basic_memory_max_docs if args.basic_memory_max_docs is not None
-            else (0 if small else 10000),
-            "ctxos-daemon": args.daemon_max_docs if args.daemon_max_docs is not None else (0 if small else 10000)}
+    caps = {
+        "basic-memory": args.basic_memory_max_docs
+        if args.basic_memory_max_docs is not None
+        else (0 if small else 10000),
+        "ctxos-daemon": args.daemon_max_docs if args.daemon_max_docs is not None else (0 if small else 10000),
+    }
 
     own_scratch = args.workdir is None
     scratch = Path(tempfile.mkdtemp(prefix="ctxos-peers-")) if own_scratch else args.workdir
     scratch.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"argv": sys.argv[1:] if argv is None else argv, "code": code_fingerprint(),
-                            "systems": {}, "unavailable": {},
-                            "corpus_cells": [], "locomo_cells": [],
-                            "settings": {"queries": n_queries, "warmup": WARMUP, "k": QUERY_K, "updates": updates,
-                                         "recall_ks": list(RECALL_KS), "budgets": list(BUDGETS),
-                                         "interactive_p95_ms": INTERACTIVE_P95_MS}}
+    data: dict[str, Any] = {
+        "argv": sys.argv[1:] if argv is None else argv,
+        "code": code_fingerprint(),
+        "systems": {},
+        "unavailable": {},
+        "corpus_cells": [],
+        "locomo_cells": [],
+        "settings": {
+            "queries": n_queries,
+            "warmup": WARMUP,
+            "k": QUERY_K,
+            "updates": updates,
+            "recall_ks": list(RECALL_KS),
+            "budgets": list(BUDGETS),
+            "interactive_p95_ms": INTERACTIVE_P95_MS,
+        },
+    }
     started = time.perf_counter()
     try:
         peers: list[Peer] = []
@@ -435,15 +542,18 @@ def main(argv: list[str] | None = None) -> int:
             for peer in peers:
                 cap = caps.get(peer.name, 0)
                 if cap and size > cap:
-                    data["corpus_cells"].append(_skipped_cell(peer.name, name, size, cap, data["corpus_cells"],
-                                                              CAP_NOTES.get(peer.name, "")))
+                    data["corpus_cells"].append(
+                        _skipped_cell(peer.name, name, size, cap, data["corpus_cells"], CAP_NOTES.get(peer.name, ""))
+                    )
                     log(f"[{peer.name}] {name}: skipped ({size} files > cap {cap})")
                     continue
                 log(f"[{peer.name}] {name}: building, querying, updating ...")
                 t0 = time.perf_counter()
                 cell = run_corpus_cell(peer, corpus, scratch, queries, updates)
-                log(f"[{peer.name}] {name}: done in {time.perf_counter() - t0:.0f} s "
-                    f"(build {cell.get('build_s')} s, p50 {cell.get('query_p50_ms')} ms)")
+                log(
+                    f"[{peer.name}] {name}: done in {time.perf_counter() - t0:.0f} s "
+                    f"(build {cell.get('build_s')} s, p50 {cell.get('query_p50_ms')} ms)"
+                )
                 data["corpus_cells"].append(cell)
                 _checkpoint(data, args.json)
         if units:
@@ -479,27 +589,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 CAP_NOTES = {
-    "ctxos-daemon": ("; on its first start over the generated 50,000-memory workspace the daemon archives "
-                     "its ~6,300 expired scratch memories one file at a time (scratch-expiry job): measured "
-                     "once with --daemon-max-docs 0, it was ready after 178 s but settled only 607 s later, "
-                     "with a peak RSS of 3.1 GB (see PEERS.md)"),
+    "ctxos-daemon": (
+        "; on its first start over the generated 50,000-memory workspace the daemon archives "
+        "its ~6,300 expired scratch memories one file at a time (scratch-expiry job): measured "
+        "once with --daemon-max-docs 0, it was ready after 178 s but settled only 607 s later, "
+        "with a peak RSS of 3.1 GB (see PEERS.md)"
+    ),
 }
 CAP_FLAGS = {"basic-memory": "--basic-memory-max-docs", "ctxos-daemon": "--daemon-max-docs"}
 
 
-def _skipped_cell(system: str, corpus: str, size: int, cap: int, done: list[dict[str, Any]],
-                  note: str = "") -> dict[str, Any]:
+def _skipped_cell(
+    system: str, corpus: str, size: int, cap: int, done: list[dict[str, Any]], note: str = ""
+) -> dict[str, Any]:
     """A cell not run because of a size cap, with the build time the measured rate implies."""
-    measured = sorted((c for c in done if c["system"] == system and c.get("build_s") and c.get("docs")),
-                      key=lambda c: c["docs"])
-    rates = [c["docs"] / c["build_s"] for c in measured]   # the largest measured corpus last
+    measured = sorted(
+        (c for c in done if c["system"] == system and c.get("build_s") and c.get("docs")), key=lambda c: c["docs"]
+    )
+    rates = [c["docs"] / c["build_s"] for c in measured]  # the largest measured corpus last
     reason = f"not run: {size} files is over {CAP_FLAGS.get(system, '--max-docs')} {cap}"
     cell: dict[str, Any] = {"system": system, "corpus": corpus, "files": size, "skipped": reason + note}
     if rates and system == "basic-memory":
         rate = rates[-1]
         cell["projected_build_s"] = round(size / rate)
-        cell["skipped"] += (f"; at the {rate:.1f} files/s of its largest measured build, the build alone "
-                            f"would take ~{size / rate / 60:.0f} min (a projection, not a measurement)")
+        cell["skipped"] += (
+            f"; at the {rate:.1f} files/s of its largest measured build, the build alone "
+            f"would take ~{size / rate / 60:.0f} min (a projection, not a measurement)"
+        )
     return cell
 
 

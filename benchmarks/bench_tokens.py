@@ -7,6 +7,7 @@ absolute error, and the counting speed. The numbers go into ``docs/tokens.md``.
 
     python benchmarks/bench_tokens.py [--small] [--json PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import print_table, write_results  # noqa: E402
 from corpora import corpus_texts  # noqa: E402
-
 from ctxos.services.tokens import BpeCounter, HeuristicCounter  # noqa: E402
 
 CORPORA = ("obsidian-help", "tldr", "dendron-vault", "foam-docs", "locomo-dev")
@@ -74,13 +74,22 @@ def main(argv: list[str] | None = None) -> int:
             random.Random(7).shuffle(texts)
             stats = measure(texts[:limit], reference, heuristic)
             results["encodings"][encoding][corpus] = stats
-            rows.append([
-                encoding, corpus, stats["files"], stats["bpe_tokens"], stats["heuristic_tokens"],
-                f"{(stats['ratio'] - 1) * 100:+.1f}%", f"{stats['median_file_error'] * 100:.1f}%",
-                f"{stats['p90_file_error'] * 100:.1f}%",
-            ])
-    print_table(["encoding", "corpus", "files", "BPE tokens", "heuristic", "total diff",
-                 "median |err|/file", "p90 |err|/file"], rows)
+            rows.append(
+                [
+                    encoding,
+                    corpus,
+                    stats["files"],
+                    stats["bpe_tokens"],
+                    stats["heuristic_tokens"],
+                    f"{(stats['ratio'] - 1) * 100:+.1f}%",
+                    f"{stats['median_file_error'] * 100:.1f}%",
+                    f"{stats['p90_file_error'] * 100:.1f}%",
+                ]
+            )
+    print_table(
+        ["encoding", "corpus", "files", "BPE tokens", "heuristic", "total diff", "median |err|/file", "p90 |err|/file"],
+        rows,
+    )
     write_results("tokens", results, args.json, small=args.small)
     return 0
 

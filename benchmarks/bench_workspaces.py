@@ -14,6 +14,7 @@ with its example memories. Measured from outside (``/proc/<pid>/status``):
     python benchmarks/bench_workspaces.py           # N = 1, 10, 30
     python benchmarks/bench_workspaces.py --small   # N = 1, 4; what tests run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import add_common_args, current_rss_mb, print_table, write_results  # noqa: E402
-
 from ctxos.client import DaemonClient, DaemonError  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
@@ -89,8 +89,12 @@ def measure(count: int, base: Path, env: dict[str, str], settle_s: float) -> dic
     try:
         for root in roots:
             add_workspace(root)
-        proc = subprocess.Popen([sys.executable, "-m", "ctxos.daemon.main", "--all", "--no-tray", "--http-port", "0"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxos.daemon.main", "--all", "--no-tray", "--http-port", "0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             started = time.monotonic()
             _wait(lambda: all(_answers(r) for r in roots), START_TIMEOUT_S, f"{count} workspaces to answer")
@@ -112,8 +116,13 @@ def measure(count: int, base: Path, env: dict[str, str], settle_s: float) -> dic
             else:
                 os.environ[key] = value
         shutil.rmtree(env["CTXOS_RUNTIME_DIR"], ignore_errors=True)
-    return {"workspaces": count, "idle_rss_mb": round(idle, 1), "loaded_rss_mb": round(loaded, 1),
-            "start_s": round(start_s, 2), "load_all_s": round(load_s, 2)}
+    return {
+        "workspaces": count,
+        "idle_rss_mb": round(idle, 1),
+        "loaded_rss_mb": round(loaded, 1),
+        "start_s": round(start_s, 2),
+        "load_all_s": round(load_s, 2),
+    }
 
 
 def single_daemon(base: Path, env: dict[str, str], settle_s: float) -> float:
@@ -121,8 +130,12 @@ def single_daemon(base: Path, env: dict[str, str], settle_s: float) -> float:
     root = base / "single"
     init_workspace(root, seed_examples=True)
     env = {**env, "CTXOS_RUNTIME_DIR": tempfile.mkdtemp(prefix="ctxbw-")}
-    proc = subprocess.Popen([sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-tray",
-                             "--http-port", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-tray", "--http-port", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     old = os.environ.get("CTXOS_RUNTIME_DIR")
     os.environ["CTXOS_RUNTIME_DIR"] = env["CTXOS_RUNTIME_DIR"]
     try:
@@ -155,13 +168,26 @@ def main(argv: list[str] | None = None) -> int:
     extra = max(1, last["workspaces"] - first["workspaces"])
     per_idle = round((last["idle_rss_mb"] - first["idle_rss_mb"]) / extra, 2)
     per_loaded = round((last["loaded_rss_mb"] - first["loaded_rss_mb"]) / extra, 2)
-    print_table(["workspaces", "idle RSS MB", "all loaded RSS MB", "start s", "load all s"],
-                [[r["workspaces"], r["idle_rss_mb"], r["loaded_rss_mb"], r["start_s"], r["load_all_s"]] for r in rows])
-    print(f"\nper extra idle workspace: {per_idle} MB; per extra loaded workspace: {per_loaded} MB; "
-          f"one single-workspace daemon (loaded): {single} MB")
-    write_results("bench_workspaces", {"settings": settings, "rows": rows, "per_idle_workspace_mb": per_idle,
-                                       "per_loaded_workspace_mb": per_loaded, "single_daemon_rss_mb": single},
-                  args.json, small=args.small)
+    print_table(
+        ["workspaces", "idle RSS MB", "all loaded RSS MB", "start s", "load all s"],
+        [[r["workspaces"], r["idle_rss_mb"], r["loaded_rss_mb"], r["start_s"], r["load_all_s"]] for r in rows],
+    )
+    print(
+        f"\nper extra idle workspace: {per_idle} MB; per extra loaded workspace: {per_loaded} MB; "
+        f"one single-workspace daemon (loaded): {single} MB"
+    )
+    write_results(
+        "bench_workspaces",
+        {
+            "settings": settings,
+            "rows": rows,
+            "per_idle_workspace_mb": per_idle,
+            "per_loaded_workspace_mb": per_loaded,
+            "single_daemon_rss_mb": single,
+        },
+        args.json,
+        small=args.small,
+    )
     return 0
 
 

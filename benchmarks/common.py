@@ -6,6 +6,7 @@ Conventions every benchmark follows so tests and other helpers can reuse them:
 or ``<name>-small.json`` in small mode), and a plain-text table is printed.
 Peak RSS is read from ``/proc/self/status`` (``VmHWM``) so no extra package is needed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,11 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -115,8 +117,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain aligned text table (also valid Markdown)."""
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
     for row in cells[1:]:
         lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
     return "\n".join(lines)
@@ -140,7 +144,7 @@ def write_results(name: str, data: dict[str, Any], path: Path | None = None, *, 
     payload = {
         "benchmark": name,
         "small": small,
-        "ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
         **data,
     }

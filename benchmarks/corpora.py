@@ -7,6 +7,7 @@ and gets its own id, tags, importance, dates and links, so a 10,000- or
 50,000-memory workspace is not 10,000 copies of one index posting. The data is
 read in place and never copied into the repository.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ import os
 import random
 import re
 from datetime import date, timedelta
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ctxos.services.ontology import TYPE_FOLDERS
@@ -41,7 +42,7 @@ def _corpus_files(name: str) -> list[Path]:
     return sorted(p for p in root.rglob("*.md") if p.name not in skip and p.is_file())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _corpus_texts_cached(name: str) -> tuple[str, ...]:
     if name == "locomo-dev":
         return tuple(_locomo_session_texts())
@@ -84,8 +85,9 @@ def _title_words(text: str) -> list[str]:
     return words[:3]
 
 
-def build_workspace(dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORPORA, *,
-                    seed: int = 1234, link_prob: float = 0.3) -> list[str]:
+def build_workspace(
+    dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORPORA, *, seed: int = 1234, link_prob: float = 0.3
+) -> list[str]:
     """Write ``n`` memory files into ``dest`` (an existing or new folder); return their ids.
 
     ``source`` is a corpus name or a tuple of names from ``DOC_CORPORA``. Files are
@@ -104,9 +106,28 @@ def build_workspace(dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORP
     rng = random.Random(seed)
     order = list(range(len(docs)))
     rng.shuffle(order)
-    tag_pool = ["linux", "git", "network", "files", "notes", "sync", "plugin", "search", "editor",
-                "publish", "shell", "python", "docker", "security", "graph", "markdown", "vault",
-                "workflow", "api", "config"]
+    tag_pool = [
+        "linux",
+        "git",
+        "network",
+        "files",
+        "notes",
+        "sync",
+        "plugin",
+        "search",
+        "editor",
+        "publish",
+        "shell",
+        "python",
+        "docker",
+        "security",
+        "graph",
+        "markdown",
+        "vault",
+        "workflow",
+        "api",
+        "config",
+    ]
     ids: list[str] = []
     today = date(2026, 12, 1)
     for i in range(n):
@@ -123,7 +144,9 @@ def build_workspace(dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORP
         l1 = paragraphs[0] if paragraphs else doc
         rest = "\n\n".join(paragraphs[1:])
         tags = rng.sample(tag_pool, rng.randint(0, 3)) + words[:1]
-        related = [ids[rng.randrange(len(ids))] for _ in range(rng.randint(1, 3))] if ids and rng.random() < link_prob else []
+        related = (
+            [ids[rng.randrange(len(ids))] for _ in range(rng.randint(1, 3))] if ids and rng.random() < link_prob else []
+        )
         created = today - timedelta(days=rng.randint(30, 900))
         modified = created + timedelta(days=rng.randint(0, 29))
         lines = [
@@ -145,6 +168,8 @@ def build_workspace(dest: Path, n: int, source: str | tuple[str, ...] = DOC_CORP
     # (scratch expiry) and the benchmark would measure fewer memories than it says.
     config = dest / "_config.yaml"
     if not config.exists():
-        config.write_text("governance:\n  scratch_auto_archive: false   # benchmark workspace: keep all N memories\n",
-                          encoding="utf-8")
+        config.write_text(
+            "governance:\n  scratch_auto_archive: false   # benchmark workspace: keep all N memories\n",
+            encoding="utf-8",
+        )
     return ids

@@ -14,6 +14,7 @@ row is also reported under leave-one-conversation-out cross-validation
 
     python benchmarks/tune_weights.py [--recollect] [--config _config.yaml]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_engine import UNITS, _evidence, build_locomo_workspace  # noqa: E402
 from corpora import DATA_DIR  # noqa: E402
-
 from ctxos.services.config import default_config  # noqa: E402
 from ctxos.services.engine import Engine  # noqa: E402
 from ctxos.services.semantic.scorer import EMBED_SHARE  # noqa: E402
@@ -60,18 +60,24 @@ def collect(small: bool = False) -> list[dict]:
                         sem = np.array([c.signals["semantic"] for c in cands])
                         cos = np.array([c.cosine for c in cands])
                         keyword = (sem - EMBED_SHARE * cos) / (1 - EMBED_SHARE) if engine.vectors else sem
-                        records.append({
-                            "conv": conv, "unit": unit, "intent": scored.intent,
-                            "ids": ids, "cos": cos, "keyword": keyword,
-                            "bm25": np.array([c.signals["bm25"] for c in cands]),
-                            "authority": np.array([graph.authority.get(m, 0.0) for m in ids]),
-                            "recency": np.array([c.signals["recency"] for c in cands]),
-                            "importance": np.array([c.signals["importance"] for c in cands]),
-                            "frequency": np.array([c.signals["frequency"] for c in cands]),
-                            "neigh": [[pos[o] for o in graph.neighbours(m) if o in pos] for m in ids],
-                            "covers": [covers.get(m, set()) for m in ids],
-                            "evidence": _evidence(qa),
-                        })
+                        records.append(
+                            {
+                                "conv": conv,
+                                "unit": unit,
+                                "intent": scored.intent,
+                                "ids": ids,
+                                "cos": cos,
+                                "keyword": keyword,
+                                "bm25": np.array([c.signals["bm25"] for c in cands]),
+                                "authority": np.array([graph.authority.get(m, 0.0) for m in ids]),
+                                "recency": np.array([c.signals["recency"] for c in cands]),
+                                "importance": np.array([c.signals["importance"] for c in cands]),
+                                "frequency": np.array([c.signals["frequency"] for c in cands]),
+                                "neigh": [[pos[o] for o in graph.neighbours(m) if o in pos] for m in ids],
+                                "covers": [covers.get(m, set()) for m in ids],
+                                "evidence": _evidence(qa),
+                            }
+                        )
                 finally:
                     engine.close()
     return records
@@ -80,8 +86,13 @@ def collect(small: bool = False) -> list[dict]:
 def rank(rec: dict, w: dict[str, float], share: float) -> np.ndarray:
     """Candidate order for weight row ``w`` (two passes, as score_query)."""
     sem = share * rec["cos"] + (1 - share) * rec["keyword"]
-    base = (w["semantic"] * sem + w["bm25"] * rec["bm25"] + w["recency"] * rec["recency"]
-            + w["importance"] * rec["importance"] + w["frequency"] * rec["frequency"])
+    base = (
+        w["semantic"] * sem
+        + w["bm25"] * rec["bm25"]
+        + w["recency"] * rec["recency"]
+        + w["importance"] * rec["importance"]
+        + w["frequency"] * rec["frequency"]
+    )
     first = base + w["graph"] * 0.5 * rec["authority"]
     seeds = np.argsort(-first, kind="stable")[:3]
     prox = np.zeros_like(first)
@@ -176,10 +187,15 @@ def main(argv: list[str] | None = None) -> int:
             fw, fshare, _ = search(train, start, EMBED_SHARE)
             folds.append((objective(test, fw, fshare), objective(test, start, EMBED_SHARE), len(test)))
         n = max(1, sum(f[2] for f in folds))
-        out[intent] = {"questions": len(subset), "start_objective": round(before, 2), "weights": w,
-                       "embed_share": share, "dev_objective": round(value, 2),
-                       "cv_tuned": round(sum(f[0] * f[2] for f in folds) / n, 2),
-                       "cv_start": round(sum(f[1] * f[2] for f in folds) / n, 2)}
+        out[intent] = {
+            "questions": len(subset),
+            "start_objective": round(before, 2),
+            "weights": w,
+            "embed_share": share,
+            "dev_objective": round(value, 2),
+            "cv_tuned": round(sum(f[0] * f[2] for f in folds) / n, 2),
+            "cv_start": round(sum(f[1] * f[2] for f in folds) / n, 2),
+        }
         print(intent, json.dumps(out[intent]), flush=True)
     return 0
 

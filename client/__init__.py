@@ -10,6 +10,7 @@ parallelism). Error replies raise :class:`RpcCallError` with the JSON-RPC code;
 no daemon raises :class:`DaemonNotRunning`. Deliberately light: importing it
 does not import the engine, asyncio or the daemon.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-DEFAULT_TIMEOUT_S = 120.0   # a full reindex of a big workspace can take a while
+DEFAULT_TIMEOUT_S = 120.0  # a full reindex of a big workspace can take a while
 
 
 class DaemonError(Exception):
@@ -52,13 +53,14 @@ class DaemonClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_workspace(cls, root: Path | str, timeout: float | None = DEFAULT_TIMEOUT_S) -> "DaemonClient":
+    def for_workspace(cls, root: Path | str, timeout: float | None = DEFAULT_TIMEOUT_S) -> DaemonClient:
         from ctxos.daemon.runtime_paths import socket_path
+
         return cls(socket_path(Path(root)), timeout=timeout)
 
     # ------------------------------------------------------------ connection
 
-    def connect(self) -> "DaemonClient":
+    def connect(self) -> DaemonClient:
         if self._sock is not None:
             return self
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -83,7 +85,7 @@ class DaemonClient:
             except OSError:
                 pass
 
-    def __enter__(self) -> "DaemonClient":
+    def __enter__(self) -> DaemonClient:
         return self.connect()
 
     def __exit__(self, *exc: object) -> None:
@@ -104,8 +106,13 @@ class DaemonClient:
         """Send one request and return its ``result``; raise :class:`RpcCallError` on an error reply."""
         with self._lock:
             request_id = next(self._ids)
-            payload = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
-                                  "params": params or {}}, separators=(",", ":")).encode("utf-8") + b"\n"
+            payload = (
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}},
+                    separators=(",", ":"),
+                ).encode("utf-8")
+                + b"\n"
+            )
             reply = self._exchange(payload, retry=True)
         if not isinstance(reply, dict):
             raise DaemonError(f"unexpected reply: {reply!r}")
@@ -136,8 +143,8 @@ class DaemonClient:
                 line = self._read_line()
             else:
                 raise DaemonNotRunning(f"the daemon on {self.socket_path} closed the connection") from None
-        except socket.timeout as exc:
-            self.close()   # the reply may still arrive later; never read it as another call's answer
+        except TimeoutError as exc:
+            self.close()  # the reply may still arrive later; never read it as another call's answer
             raise DaemonError(f"no reply from the daemon within {self.timeout} s") from exc
         return json.loads(line)
 

@@ -11,18 +11,20 @@ daemon can start underneath it).
 
 Both backends raise :class:`~ctxos.client.RpcCallError` for error replies.
 """
+
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from . import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 
 
 class Backend(Protocol):
-    kind: str                 # "daemon" or "in-process"
+    kind: str  # "daemon" or "in-process"
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
 
@@ -43,7 +45,7 @@ class SocketBackend:
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> "SocketBackend":
+    def __enter__(self) -> SocketBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -55,8 +57,9 @@ class InProcessBackend:
 
     kind = "in-process"
 
-    def __init__(self, root: Path, *, hold_lock: bool = False,
-                 on_progress: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self, root: Path, *, hold_lock: bool = False, on_progress: Callable[[Any], None] | None = None
+    ) -> None:
         from ctxos.daemon.components import register_rpc_methods
         from ctxos.daemon.context import DaemonContext
         from ctxos.daemon.lock import WorkspaceLock
@@ -65,9 +68,9 @@ class InProcessBackend:
         self._lock = None
         if hold_lock:
             self._lock = WorkspaceLock(root)
-            self._lock.acquire()      # raises DaemonAlreadyRunning if a daemon appeared meanwhile
+            self._lock.acquire()  # raises DaemonAlreadyRunning if a daemon appeared meanwhile
         engine = Engine(root)
-        engine.on_progress = on_progress      # a cold build or a reindex shows its progress
+        engine.on_progress = on_progress  # a cold build or a reindex shows its progress
         try:
             summary = engine.load()
         except BaseException:
@@ -81,6 +84,7 @@ class InProcessBackend:
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         from ctxos.daemon.rpc import RpcError, encode_message
+
         try:
             result = self.ctx.rpc.call_sync(self.ctx, method, params or {})
         except RpcError as exc:
@@ -100,7 +104,7 @@ class InProcessBackend:
             self._lock.release()
             self._lock = None
 
-    def __enter__(self) -> "InProcessBackend":
+    def __enter__(self) -> InProcessBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -118,8 +122,14 @@ def daemon_backend(root: Path) -> SocketBackend | None:
     return SocketBackend(client)
 
 
-def open_backend(root: Path | str, read_only: bool, *, in_process_writes: bool = False,
-                 quiet: bool = False, on_progress: Callable[[Any], None] | None = None) -> Backend:
+def open_backend(
+    root: Path | str,
+    read_only: bool,
+    *,
+    in_process_writes: bool = False,
+    quiet: bool = False,
+    on_progress: Callable[[Any], None] | None = None,
+) -> Backend:
     """The daemon if it runs; else in-process for reads (noted on stderr); else DaemonNotRunning."""
     root = Path(root).expanduser().resolve()
     backend = daemon_backend(root)
@@ -127,10 +137,13 @@ def open_backend(root: Path | str, read_only: bool, *, in_process_writes: bool =
         return backend
     if not read_only and not in_process_writes:
         raise DaemonNotRunning(
-            f"no ctxos daemon is running for {root}; start it with `ctxos start` (or run `ctxos daemon`)")
+            f"no ctxos daemon is running for {root}; start it with `ctxos start` (or run `ctxos daemon`)"
+        )
     if not quiet:
-        print(f"ctxos: no daemon running for {root}; working in-process "
-              f"(`ctxos start` keeps the index warm)", file=sys.stderr)
+        print(
+            f"ctxos: no daemon running for {root}; working in-process (`ctxos start` keeps the index warm)",
+            file=sys.stderr,
+        )
     return InProcessBackend(root, hold_lock=not read_only, on_progress=on_progress)
 
 

@@ -3,6 +3,7 @@
 Each module in ``client/commands`` registers its own subcommands so that the
 CLI grows by adding a module to ``COMMAND_MODULES``, not by editing one big file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_WORKSPACE = Path("~/AI-Context-OS")
-INVALID_PARAMS_CODE = -32602   # JSON-RPC "invalid params": the caller's arguments were wrong
+INVALID_PARAMS_CODE = -32602  # JSON-RPC "invalid params": the caller's arguments were wrong
 
 COMMAND_MODULES: list[str] = [
     "ctxos.client.commands.workspace_cmds",
@@ -71,8 +72,14 @@ def require_workspace(root: Path) -> Path:
     return root
 
 
-def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
-                 writes: bool = False, follow_progress: bool = False) -> Any:
+def call_backend(
+    args: argparse.Namespace,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    writes: bool = False,
+    follow_progress: bool = False,
+) -> Any:
     """Run one RPC method on the workspace's daemon, or in-process when none runs.
 
     Reads fall back to an in-process engine (noted on stderr unless ``--json``);
@@ -92,8 +99,13 @@ def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] |
     quiet = bool(getattr(args, "json", False))
     display = None if quiet else ProgressDisplay()
     try:
-        backend = open_backend(root, read_only=not writes, in_process_writes=writes, quiet=quiet,
-                               on_progress=display.update if display is not None else None)
+        backend = open_backend(
+            root,
+            read_only=not writes,
+            in_process_writes=writes,
+            quiet=quiet,
+            on_progress=display.update if display is not None else None,
+        )
     except DaemonError as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -113,8 +125,9 @@ def call_backend(args: argparse.Namespace, method: str, params: dict[str, Any] |
         backend.close()
 
 
-WORKSPACE_HELP = ("workspace folder or registered name (default: $CTXOS_WORKSPACE, else the registry's "
-                  "default, else ~/AI-Context-OS)")
+WORKSPACE_HELP = (
+    "workspace folder or registered name (default: $CTXOS_WORKSPACE, else the registry's default, else ~/AI-Context-OS)"
+)
 
 
 def _workspace_option() -> argparse.ArgumentParser:
@@ -152,6 +165,7 @@ def _version() -> str:
 def cli_client() -> str:
     """Who the CLI is, for history (writes are committed as ``ctxos (CLI as <user>)``)."""
     import getpass
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

@@ -19,6 +19,7 @@ HTTP entries carry the daemon's credential in the form each tool reads
 - Codex, either scope: ``bearer_token_env_var`` (Codex refuses an inline
   bearer token in config.toml), so the token stays in the environment.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,9 @@ DEFAULT_SERVER_NAME = "ctxos"
 TOKEN_ENV_VAR = "CTXOS_HTTP_TOKEN"
 # How each tool's project-scope file refers to an environment variable in a header value.
 ENV_REFERENCE: dict[str, str] = {
-    "claude-code": "${%s}",          # Claude Code: ${VAR} expansion in .mcp.json
-    "cursor": "${env:%s}",           # Cursor: ${env:NAME} config interpolation
-    "vscode": "${env:%s}",           # VS Code: ${env:NAME} predefined variable
+    "claude-code": "${%s}",  # Claude Code: ${VAR} expansion in .mcp.json
+    "cursor": "${env:%s}",  # Cursor: ${env:NAME} config interpolation
+    "vscode": "${env:%s}",  # VS Code: ${env:NAME} predefined variable
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -58,7 +59,7 @@ class ToolSpec:
     transports: tuple[str, ...]
     scopes: tuple[str, ...]
     fmt: Literal["json", "toml"]
-    container: str                  # key that holds the servers: mcpServers | servers | mcp_servers
+    container: str  # key that holds the servers: mcpServers | servers | mcp_servers
 
 
 SPECS: dict[str, ToolSpec] = {
@@ -84,10 +85,10 @@ class ConnectPlan:
     fmt: str
     container: str
     entry: dict[str, Any]
-    snippet: str                     # the minimal config a person could paste
+    snippet: str  # the minimal config a person could paste
     notes: list[str] = field(default_factory=list)
     cli_command: list[str] | None = None  # e.g. `claude mcp add ...`, when the tool has one
-    secret: bool = False             # the entry carries a token: write the file owner-only
+    secret: bool = False  # the entry carries a token: write the file owner-only
 
 
 @dataclass
@@ -99,6 +100,7 @@ class WriteResult:
 
 
 # ---------------------------------------------------------------- executable
+
 
 def ctxos_command() -> list[str]:
     """The absolute command that starts the *real* ``ctxos`` (argv prefix).
@@ -130,8 +132,16 @@ def ctxos_command() -> list[str]:
 
 # ---------------------------------------------------------------- locations
 
-def config_path(tool: str, scope: str, *, home: Path | None = None, project: Path | None = None,
-                platform: str | None = None, env: dict[str, str] | None = None) -> Path:
+
+def config_path(
+    tool: str,
+    scope: str,
+    *,
+    home: Path | None = None,
+    project: Path | None = None,
+    platform: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Path:
     """Where ``tool`` keeps its MCP servers for ``scope`` on this platform."""
     home = Path(home) if home else Path.home()
     project = Path(project) if project else Path.cwd()
@@ -168,13 +178,15 @@ def config_path(tool: str, scope: str, *, home: Path | None = None, project: Pat
 
 # ---------------------------------------------------------------- entries
 
+
 def inline_token(tool: str, scope: str) -> bool:
     """True when the entry holds the token itself (user-scope JSON), not a reference to the environment."""
     return tool != "codex" and scope == "user"
 
 
-def server_entry(tool: str, transport: str, *, command: list[str], workspace: Path,
-                 url: str, token: str | None, scope: str = "user") -> dict[str, Any]:
+def server_entry(
+    tool: str, transport: str, *, command: list[str], workspace: Path, url: str, token: str | None, scope: str = "user"
+) -> dict[str, Any]:
     """One server entry in the exact shape ``tool`` reads."""
     if transport == "stdio":
         args = [*command[1:], "--workspace", str(workspace), "mcp"]
@@ -207,12 +219,25 @@ def server_entry(tool: str, transport: str, *, command: list[str], workspace: Pa
     return entry
 
 
-def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", name: str = DEFAULT_SERVER_NAME,
-                 workspace: Path, http_host: str = "127.0.0.1", http_port: int = 3847, http_path: str = "",
-                 token: str | None = None, token_hint: str | None = None, config_file: Path | None = None,
-                 command: list[str] | None = None, home: Path | None = None,
-                 project: Path | None = None, platform: str | None = None,
-                 env: dict[str, str] | None = None) -> ConnectPlan:
+def plan_connect(
+    tool: str,
+    *,
+    transport: str = "stdio",
+    scope: str = "user",
+    name: str = DEFAULT_SERVER_NAME,
+    workspace: Path,
+    http_host: str = "127.0.0.1",
+    http_port: int = 3847,
+    http_path: str = "",
+    token: str | None = None,
+    token_hint: str | None = None,
+    config_file: Path | None = None,
+    command: list[str] | None = None,
+    home: Path | None = None,
+    project: Path | None = None,
+    platform: str | None = None,
+    env: dict[str, str] | None = None,
+) -> ConnectPlan:
     """Validate a connect request and build the entry, snippet and target path.
 
     ``token`` is the daemon's credential (None: ``daemon.http_auth: none``);
@@ -225,23 +250,39 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
     if transport not in spec.transports:
         raise ConnectError(
             f"{tool} only runs local (stdio) servers from its config file; use --transport stdio"
-            if transport == "http" else f"{tool} does not support transport {transport!r}")
+            if transport == "http"
+            else f"{tool} does not support transport {transport!r}"
+        )
     if scope not in spec.scopes:
         raise ConnectError(f"{tool} has no {scope} scope; choose one of: {', '.join(spec.scopes)}")
     if not _NAME_RE.match(name):
         raise ConnectError(f"server name {name!r} must be 1-64 letters, digits, '-' or '_'")
     command = command or ctxos_command()
     host = f"[{http_host}]" if ":" in http_host else http_host
-    url = f"http://{host}:{int(http_port)}{http_path}/mcp"    # http_path: /w/<name> (per-user daemon)
-    entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token,
-                         scope=scope)
-    path = Path(config_file) if config_file else config_path(
-        tool, scope, home=home, project=project, platform=platform, env=env)
-    plan = ConnectPlan(tool=tool, transport=transport, scope=scope, name=name, path=path, fmt=spec.fmt,
-                       container=spec.container, entry=entry, snippet="",
-                       secret=bool(token) and transport == "http" and inline_token(tool, scope))
-    plan.snippet = render_toml_table(spec.container, name, entry) if spec.fmt == "toml" else \
-        json.dumps({spec.container: {name: entry}}, indent=2) + "\n"
+    url = f"http://{host}:{int(http_port)}{http_path}/mcp"  # http_path: /w/<name> (per-user daemon)
+    entry = server_entry(tool, transport, command=command, workspace=Path(workspace), url=url, token=token, scope=scope)
+    path = (
+        Path(config_file)
+        if config_file
+        else config_path(tool, scope, home=home, project=project, platform=platform, env=env)
+    )
+    plan = ConnectPlan(
+        tool=tool,
+        transport=transport,
+        scope=scope,
+        name=name,
+        path=path,
+        fmt=spec.fmt,
+        container=spec.container,
+        entry=entry,
+        snippet="",
+        secret=bool(token) and transport == "http" and inline_token(tool, scope),
+    )
+    plan.snippet = (
+        render_toml_table(spec.container, name, entry)
+        if spec.fmt == "toml"
+        else json.dumps({spec.container: {name: entry}}, indent=2) + "\n"
+    )
     if tool == "claude-code":
         cli_scope = ["--scope", "project"] if scope == "project" else ["--scope", "user"]
         if transport == "stdio":
@@ -250,14 +291,18 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
             extra = ["--header", f"Authorization: {entry['headers']['Authorization']}"] if token else []
             plan.cli_command = ["claude", "mcp", "add", "--transport", "http", *cli_scope, *extra, name, url]
     if tool == "claude-code" and scope == "user" and not config_file:
-        plan.notes.append("Claude Code rewrites ~/.claude.json while it runs: quit it before --write, "
-                          "or run the `claude mcp add` line instead.")
+        plan.notes.append(
+            "Claude Code rewrites ~/.claude.json while it runs: quit it before --write, "
+            "or run the `claude mcp add` line instead."
+        )
     if transport == "http":
         plan.notes.append(f"HTTP needs the daemon running (ctxos daemon, or the installed service) on {url}.")
         if token and not inline_token(tool, scope):
             value = f'"$(cat {token_hint})"' if token_hint else "<daemon.http_token>"
-            plan.notes.append(f"The token stays out of this file: set it in the environment {tool} starts in, "
-                              f"e.g. export {TOKEN_ENV_VAR}={value}")
+            plan.notes.append(
+                f"The token stays out of this file: set it in the environment {tool} starts in, "
+                f"e.g. export {TOKEN_ENV_VAR}={value}"
+            )
         elif token:
             plan.notes.append("The entry holds the daemon's bearer token; the file is written owner-only (0600).")
         else:
@@ -269,6 +314,7 @@ def plan_connect(tool: str, *, transport: str = "stdio", scope: str = "user", na
 
 # ---------------------------------------------------------------- JSON
 
+
 def merge_json(text: str | None, container: str, name: str, entry: dict[str, Any], *, path: Path) -> str:
     """Return ``text`` with ``container[name] = entry``; every other key kept as it was."""
     if text is None or not text.strip():
@@ -279,7 +325,8 @@ def merge_json(text: str | None, container: str, name: str, entry: dict[str, Any
         except json.JSONDecodeError as exc:
             raise ConnectError(
                 f"{path} is not plain JSON ({exc.msg} at line {exc.lineno}); it may contain comments. "
-                f"Nothing was changed: add the entry by hand (ctxos connect ... --print shows it)") from exc
+                f"Nothing was changed: add the entry by hand (ctxos connect ... --print shows it)"
+            ) from exc
         if not isinstance(data, dict):
             raise ConnectError(f"{path}: the top level is not a JSON object; nothing was changed")
     servers = data.get(container)
@@ -363,7 +410,7 @@ def merge_toml(text: str | None, container: str, name: str, entry: dict[str, Any
 
     lines = text.splitlines(keepends=True)
     kept: list[str] = []
-    pending: list[str] = []      # comments/blank lines at the end of our table: they may introduce the next one
+    pending: list[str] = []  # comments/blank lines at the end of our table: they may introduce the next one
     skipping = False
     removed_header = False
     for line in lines:
@@ -385,7 +432,8 @@ def merge_toml(text: str | None, container: str, name: str, entry: dict[str, Any
     if name in servers and not removed_header:
         raise ConnectError(
             f"{path} defines {container}.{name} without a [{container}.{name}] table header "
-            f"(inline or dotted keys); edit it by hand: nothing was changed")
+            f"(inline or dotted keys); edit it by hand: nothing was changed"
+        )
     body = "".join(kept).rstrip("\n")
     new_text = (body + "\n\n" if body else "") + render_toml_table(container, name, entry)
 
@@ -395,12 +443,15 @@ def merge_toml(text: str | None, container: str, name: str, entry: dict[str, Any
     expected_servers[name] = entry
     expected[container] = expected_servers
     if after != expected:
-        raise ConnectError(f"{path}: could not merge the entry safely (the file layout is unusual); "
-                           f"nothing was changed: add it by hand (--print shows it)")
+        raise ConnectError(
+            f"{path}: could not merge the entry safely (the file layout is unusual); "
+            f"nothing was changed: add it by hand (--print shows it)"
+        )
     return new_text
 
 
 # ---------------------------------------------------------------- write
+
 
 def backup_path(path: Path, now: datetime | None = None) -> Path:
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")

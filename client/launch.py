@@ -7,6 +7,7 @@ ctxos.daemon.main --all --load NAME``, detached) or, when it already runs, it
 is sent SIGHUP to re-read the registry and open the new workspace. Callers
 then wait on the workspace's own socket, which that daemon binds.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-EXIT_ALREADY_RUNNING = 3      # ctxos.daemon's exit code when its lock is taken
+EXIT_ALREADY_RUNNING = 3  # ctxos.daemon's exit code when its lock is taken
 
 
 class LaunchError(RuntimeError):
@@ -49,8 +50,15 @@ def launch(root: Path, flags: list[str], log_file: Path) -> Launch:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "ctxos.daemon.main", "--all", "--load", name, *flags]
     with open(log_file, "ab") as out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True, close_fds=True, cwd="/")
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
     return Launch(name, process)
 
 
@@ -68,16 +76,17 @@ def notify_user_daemon() -> int | None:
 def _hangup(pid: int) -> None:
     """Ask the running per-user daemon to re-read the registry (it opens the workspace just added)."""
     deadline = time.monotonic() + 5.0
-    while pid == -1 and time.monotonic() < deadline:   # it holds the lock but has not written its pid yet
+    while pid == -1 and time.monotonic() < deadline:  # it holds the lock but has not written its pid yet
         time.sleep(0.05)
         from ctxos.daemon.lock import user_daemon_pid
+
         pid = user_daemon_pid() or -1
     if pid <= 0:
         raise LaunchError("the per-user daemon is starting but has not said its pid; try again")
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
-        pass   # it just exited: the caller's wait times out with its log
+        pass  # it just exited: the caller's wait times out with its log
     except PermissionError as exc:
         raise LaunchError(f"cannot signal the per-user daemon (pid {pid}): {exc}") from exc
 

@@ -6,6 +6,7 @@ forwards each tool call to the daemon, and starts the daemon first when none
 is running. The started daemon is detached (its own session) and writes
 nothing to our stdout, which is the MCP wire.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from ctxos.client import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 from ctxos.daemon.mcp_server import BackendError
 
@@ -75,8 +75,13 @@ def start_daemon(root: Path, timeout: float = START_TIMEOUT_S) -> None:
         launched = launch(root, [], log_file)
     except LaunchError as exc:
         raise DaemonStartError(str(exc)) from exc
-    log.info("workspace %s: %s", launched.name, "per-user daemon started" if launched.process
-             else f"per-user daemon (pid {launched.signalled_pid}) asked to serve it")
+    log.info(
+        "workspace %s: %s",
+        launched.name,
+        "per-user daemon started"
+        if launched.process
+        else f"per-user daemon (pid {launched.signalled_pid}) asked to serve it",
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if daemon_alive(root):
@@ -124,7 +129,7 @@ class SocketBackend:
                 if not self.start:
                     raise
                 client.close()
-                self.ensure_daemon()          # the daemon went away: bring it back once
+                self.ensure_daemon()  # the daemon went away: bring it back once
                 client.socket_path = find_socket(self.root)
                 return client.call(method, params)
         except RpcCallError as exc:
@@ -149,8 +154,10 @@ def connect_daemon_backend(root: Path, *, start: bool = True) -> SocketBackend:
         backend.ensure_daemon()
     except DaemonNotRunning as exc:
         from ctxos.client.cli import CliError
+
         raise CliError(str(exc)) from exc
     except DaemonStartError as exc:
         from ctxos.client.cli import CliError
+
         raise CliError(f"could not start the daemon: {exc}") from exc
     return backend

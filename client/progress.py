@@ -11,18 +11,20 @@ from ``Engine.on_progress``; for a daemon, :func:`follow_daemon` polls the
 daemon's ``status`` (its ``indexing`` section) on a second connection while
 the long call runs.
 """
+
 from __future__ import annotations
 
 import shutil
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, TextIO
 
 from ctxos.services.progress import UNCOUNTED
 
 POLL_S = 0.25
-PLAIN_STEP = 0.10        # plain lines at every 10 % of a phase
+PLAIN_STEP = 0.10  # plain lines at every 10 % of a phase
 
 
 class ProgressDisplay:
@@ -36,7 +38,7 @@ class ProgressDisplay:
         self._phase: str | None = None
         self._next_plain = 0.0
         self._lock = threading.Lock()
-        self.shown = 0            # snapshots that changed what is on screen (tests)
+        self.shown = 0  # snapshots that changed what is on screen (tests)
 
     def update(self, snapshot: Any) -> None:
         data = snapshot.to_dict() if hasattr(snapshot, "to_dict") else dict(snapshot or {})
@@ -49,10 +51,17 @@ class ProgressDisplay:
                 self._phase, self._next_plain = phase, 0.0
                 if self.bar:
                     from tqdm import tqdm
-                    size = shutil.get_terminal_size()     # 80x24 on a pty without a size (tqdm would hide the bar)
-                    self._tqdm = tqdm(total=None if phase in UNCOUNTED else total or None, desc=phase, unit=" files" if phase != "indexing"
-                                      else " memories", file=self.stream, leave=True,
-                                      ncols=min(100, size.columns), nrows=size.lines)
+
+                    size = shutil.get_terminal_size()  # 80x24 on a pty without a size (tqdm would hide the bar)
+                    self._tqdm = tqdm(
+                        total=None if phase in UNCOUNTED else total or None,
+                        desc=phase,
+                        unit=" files" if phase != "indexing" else " memories",
+                        file=self.stream,
+                        leave=True,
+                        ncols=min(100, size.columns),
+                        nrows=size.lines,
+                    )
                 else:
                     self._line(data)
                     self._next_plain = min(1.0, (done / total if total else 0.0) + PLAIN_STEP)

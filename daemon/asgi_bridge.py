@@ -13,6 +13,7 @@ the one subtle part (telling the app that a long-lived SSE client has gone,
 since aiohttp does not cancel handlers by default) needs control we would
 otherwise patch in.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -139,8 +140,12 @@ def asgi_handler(app: ASGIApp, root_path: str = "") -> Callable[[web.Request], A
         except Exception as exc:
             if exchange.client_gone() or isinstance(exc, ConnectionError):
                 # An ordinary disconnect (a tool closed its stream, a browser left): not an error.
-                log.debug("client left %s %s before the response finished (%s)", request.method, request.path,
-                          type(exc).__name__)
+                log.debug(
+                    "client left %s %s before the response finished (%s)",
+                    request.method,
+                    request.path,
+                    type(exc).__name__,
+                )
                 exchange.finished = True
                 return exchange.response if exchange.response is not None else web.Response(status=499)
             if exchange.response is None:

@@ -10,11 +10,13 @@ socket: no daemon worth running); the others are logged and reported in
 ``status`` as failed, and the daemon carries on without them (a taken HTTP
 port or a missing display should not stop indexing).
 """
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .context import DaemonOptions
 
@@ -22,7 +24,7 @@ from .context import DaemonOptions
 @dataclass(frozen=True)
 class ComponentSpec:
     name: str
-    target: str                                   # "module:Class"
+    target: str  # "module:Class"
     essential: bool = False
     enabled: Callable[[DaemonOptions], bool] = lambda options: True
 
@@ -36,11 +38,9 @@ COMPONENTS: list[ComponentSpec] = [
     ComponentSpec("watcher", "ctxos.daemon.watcher:WatcherComponent", essential=True),
     # The socket next: `ctxos start` returns as soon as it answers `status`.
     ComponentSpec("ipc", "ctxos.daemon.ipc_server:IpcServerComponent", essential=True),
-    ComponentSpec("http", "ctxos.daemon.http_server:HttpServerComponent",
-                  enabled=lambda options: options.http),
+    ComponentSpec("http", "ctxos.daemon.http_server:HttpServerComponent", enabled=lambda options: options.http),
     ComponentSpec("scheduler", "ctxos.daemon.scheduler:SchedulerComponent"),
-    ComponentSpec("tray", "ctxos.daemon.tray:TrayComponent",
-                  enabled=lambda options: options.tray is not False),
+    ComponentSpec("tray", "ctxos.daemon.tray:TrayComponent", enabled=lambda options: options.tray is not False),
 ]
 
 RPC_METHOD_MODULES: list[str] = [
@@ -66,8 +66,9 @@ async def stop_components(started: list[Any], what: str = "") -> None:
         try:
             await asyncio.wait_for(component.stop(), STOP_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - stopping goes on regardless
-            logging.getLogger("ctxos.daemon").exception("%scomponent %s did not stop cleanly", what,
-                                                        getattr(component, "name", component))
+            logging.getLogger("ctxos.daemon").exception(
+                "%scomponent %s did not stop cleanly", what, getattr(component, "name", component)
+            )
 
 
 def register_rpc_methods(registry: Any) -> None:

@@ -8,6 +8,7 @@ through a single-thread write executor *and* a lock, so writes are serialised
 whether they come from the watcher, an RPC, the scheduler or (in-process mode)
 the calling thread. The event loop itself never touches the disk.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,10 +18,11 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from . import malloc_tune
 from .rpc import RpcRegistry
@@ -43,11 +45,11 @@ READ_WORKERS = 2
 class DaemonOptions:
     """Command-line choices for one daemon run (config values are read from ``ctx.config``)."""
 
-    http: bool = True                 # --no-http turns the HTTP component off
-    http_port: int | None = None      # --http-port overrides config daemon.http_port (0 = any free port)
-    tray: bool | None = None          # --tray / --no-tray; None = try, and run without it if no display
+    http: bool = True  # --no-http turns the HTTP component off
+    http_port: int | None = None  # --http-port overrides config daemon.http_port (0 = any free port)
+    tray: bool | None = None  # --tray / --no-tray; None = try, and run without it if no display
     verbose: bool = False
-    debounce_ms: int | None = None    # overrides config daemon.debounce_ms (tests, benchmarks)
+    debounce_ms: int | None = None  # overrides config daemon.debounce_ms (tests, benchmarks)
 
 
 def _then_trim(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -60,8 +62,15 @@ def _then_trim(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 class DaemonContext:
     """Shared state of a running daemon (or of an in-process backend when ``mode='in-process'``)."""
 
-    def __init__(self, root: Path, engine: Any, *, options: DaemonOptions | None = None,
-                 rpc: RpcRegistry | None = None, mode: str = "daemon") -> None:
+    def __init__(
+        self,
+        root: Path,
+        engine: Any,
+        *,
+        options: DaemonOptions | None = None,
+        rpc: RpcRegistry | None = None,
+        mode: str = "daemon",
+    ) -> None:
         self.root = Path(root)
         self.engine = engine
         self.options = options or DaemonOptions()
@@ -70,9 +79,9 @@ class DaemonContext:
         self.pid = os.getpid()
         self.started_at = time.time()
         self.socket_path: Path | None = None
-        self.http_url: str | None = None        # set by the HTTP component once it listens
+        self.http_url: str | None = None  # set by the HTTP component once it listens
         self.status_extra: dict[str, Any] = {}  # free-form status (scheduler: last job runs, ...)
-        self.components: dict[str, str] = {}    # name -> "running" | "disabled" | "failed: ..."
+        self.components: dict[str, str] = {}  # name -> "running" | "disabled" | "failed: ..."
         self.load_summary: dict[str, Any] | None = None
         self.load_error: str | None = None
         self._status_providers: dict[str, StatusProvider] = {}
@@ -84,7 +93,7 @@ class DaemonContext:
         self._background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-background")
         self._ready_flag = threading.Event()
         self._ready_event: asyncio.Event | None = None
-        self._serving_flag = threading.Event()     # a cold build has indexed its first chunk
+        self._serving_flag = threading.Event()  # a cold build has indexed its first chunk
         self._serving_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._graph_refresh: asyncio.Task | None = None
@@ -162,7 +171,7 @@ class DaemonContext:
             self._serving_event.set()
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.schedule_graph_refresh)   # build the first graph before a query needs it
+            loop.call_soon_threadsafe(self.schedule_graph_refresh)  # build the first graph before a query needs it
 
     def set_activator(self, activate: Callable[[], None]) -> None:
         """Lazy loading: ``activate()`` (on the loop) starts loading; the first call that needs the engine runs it."""
@@ -199,6 +208,7 @@ class DaemonContext:
             await self._serving_event.wait()
         if self.load_error:
             from .rpc import INTERNAL_ERROR, RpcError
+
             raise RpcError(INTERNAL_ERROR, f"workspace failed to load: {self.load_error}")
 
     async def wait_ready(self) -> None:
@@ -211,6 +221,7 @@ class DaemonContext:
         await self._ready_event.wait()
         if self.load_error:
             from .rpc import INTERNAL_ERROR, RpcError
+
             raise RpcError(INTERNAL_ERROR, f"workspace failed to load: {self.load_error}")
 
     # ------------------------------------------------------------ running engine calls
@@ -276,7 +287,7 @@ class DaemonContext:
 
         def refresh() -> None:
             if callable(warm):
-                warm()          # cheap lists first: the next query needs them at once
+                warm()  # cheap lists first: the next query needs them at once
             graph()
 
         if self._graph_refresh is not None and not self._graph_refresh.done():

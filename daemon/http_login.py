@@ -17,6 +17,7 @@ lock guards the tables.
 ``register`` adds the socket-only RPC method ``web_login``; the HTTP component
 provides the link (``ctx.web_login_link``) while it serves.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -28,7 +29,7 @@ from typing import Any
 
 from .rpc import RpcError, RpcRegistry
 
-HTTP_OFF = -32020           # RPC error: the daemon serves no HTTP, so there is no web view to log in to
+HTTP_OFF = -32020  # RPC error: the daemon serves no HTTP, so there is no web view to log in to
 
 CODE_TTL_S = 60.0
 SESSION_TTL_S = 12 * 3600.0
@@ -39,16 +40,22 @@ MAX_SESSIONS = 32
 class WebLogin:
     """Pending one-time codes and live cookie sessions of one HTTP server."""
 
-    def __init__(self, *, code_ttl_s: float = CODE_TTL_S, session_ttl_s: float = SESSION_TTL_S,
-                 max_codes: int = MAX_CODES, max_sessions: int = MAX_SESSIONS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        code_ttl_s: float = CODE_TTL_S,
+        session_ttl_s: float = SESSION_TTL_S,
+        max_codes: int = MAX_CODES,
+        max_sessions: int = MAX_SESSIONS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.code_ttl_s = code_ttl_s
         self.session_ttl_s = session_ttl_s
         self.max_codes = max_codes
         self.max_sessions = max_sessions
         self._clock = clock
-        self._codes: OrderedDict[str, float] = OrderedDict()      # code -> expiry
-        self._sessions: OrderedDict[str, float] = OrderedDict()   # session id -> expiry
+        self._codes: OrderedDict[str, float] = OrderedDict()  # code -> expiry
+        self._sessions: OrderedDict[str, float] = OrderedDict()  # session id -> expiry
         self._lock = threading.Lock()
 
     def issue_code(self) -> str:

@@ -22,6 +22,7 @@ on another origin (visible in the ``Origin`` header). So:
 The REST API (``rest_api.py``) reuses the same middleware through
 ``security_middleware``; it is installed once on the whole app.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -44,6 +45,7 @@ NO_CREDENTIAL = "a credential is required: Authorization: Bearer <token>, or run
 def session_cookie_name(port: int) -> str:
     """The web view's cookie; named per port because browsers share cookies across ports of one host."""
     return f"ctxos_session_{port}"
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -81,8 +83,15 @@ class SecurityPolicy:
         scheme, _, supplied = (authorization or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), self.token.encode())
 
-    def check(self, path: str, host: str | None, origin: str | None, authorization: str | None,
-              session: str | None = None, method: str = "GET") -> tuple[int, str] | None:
+    def check(
+        self,
+        path: str,
+        host: str | None,
+        origin: str | None,
+        authorization: str | None,
+        session: str | None = None,
+        method: str = "GET",
+    ) -> tuple[int, str] | None:
         """Return ``(status, reason)`` to refuse a request, or None to let it through."""
         if not host or host.lower() not in self.allowed_hosts:
             return 421, f"Host header {host!r} is not this daemon's loopback address"
@@ -107,12 +116,14 @@ def strip_workspace_prefix(path: str) -> str:
     return path
 
 
-def policy_from_config(port: int, token: object, extra_origins: Iterable[str] | None = None,
-                       login: WebLogin | None = None) -> SecurityPolicy:
+def policy_from_config(
+    port: int, token: object, extra_origins: Iterable[str] | None = None, login: WebLogin | None = None
+) -> SecurityPolicy:
     """Build a policy; an empty or non-string token means no credential (``daemon.http_auth: none``)."""
     clean = token.strip() if isinstance(token, str) and token.strip() else None
-    return SecurityPolicy(port=port, token=clean, login=login if clean else None,
-                          extra_origins=tuple(extra_origins or ()))
+    return SecurityPolicy(
+        port=port, token=clean, login=login if clean else None, extra_origins=tuple(extra_origins or ())
+    )
 
 
 def security_middleware(policy: SecurityPolicy) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
@@ -120,9 +131,14 @@ def security_middleware(policy: SecurityPolicy) -> Callable[[web.Request, Handle
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        refusal = policy.check(request.path, request.headers.get("Host"), request.headers.get("Origin"),
-                               request.headers.get("Authorization"), request.cookies.get(policy.cookie_name),
-                               request.method)
+        refusal = policy.check(
+            request.path,
+            request.headers.get("Host"),
+            request.headers.get("Origin"),
+            request.headers.get("Authorization"),
+            request.cookies.get(policy.cookie_name),
+            request.method,
+        )
         if refusal is None:
             return await handler(request)
         status, reason = refusal

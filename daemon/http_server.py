@@ -21,6 +21,7 @@ The SDK's session manager is a task group that must live as long as the server
 and be entered once per process; it runs in its own task here, started before
 the first request can arrive and closed after the last one.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,8 @@ import contextlib
 import dataclasses
 import errno
 import functools
-import re
 import logging
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ log = logging.getLogger("ctxos.daemon.http")
 WEB_DIR = Path(__file__).resolve().parent / "web"
 LOOPBACK_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}
 SHUTDOWN_TIMEOUT_S = 3.0
-_LOGIN_TARGET = re.compile(r"/(w/[A-Za-z0-9._-]+/)?")    # where /login may send the browser afterwards
+_LOGIN_TARGET = re.compile(r"/(w/[A-Za-z0-9._-]+/)?")  # where /login may send the browser afterwards
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,22 @@ class HttpLimits:
     sse_max_streams: int = 16
 
     @classmethod
-    def from_config(cls, config: Any) -> "HttpLimits":
+    def from_config(cls, config: Any) -> HttpLimits:
         """Read and check the section; a value that is not a positive number refuses to start HTTP."""
         values: dict[str, Any] = {}
         for name, default in ((f.name, f.default) for f in dataclasses.fields(cls)):
             raw = config.get(f"http_limits.{name}", default)
             kind = float if isinstance(default, float) else int
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0 \
-                    or (kind is int and int(raw) != raw):
-                raise ValueError(f"_config.yaml: http_limits.{name} must be a positive "
-                                 f"{'number' if kind is float else 'whole number'}, not {raw!r}; HTTP is off")
+            if (
+                isinstance(raw, bool)
+                or not isinstance(raw, (int, float))
+                or raw <= 0
+                or (kind is int and int(raw) != raw)
+            ):
+                raise ValueError(
+                    f"_config.yaml: http_limits.{name} must be a positive "
+                    f"{'number' if kind is float else 'whole number'}, not {raw!r}; HTTP is off"
+                )
             values[name] = kind(raw)
         return cls(**values)
 
@@ -92,8 +99,9 @@ def bind_loopback(host: str, port: int) -> socket.socket:
     """Bind and listen on a loopback address; raise a clear error for any other host or a taken port."""
     address = LOOPBACK_HOSTS.get(str(host).strip().lower())
     if address is None:
-        raise ValueError(f"daemon.http_host is {host!r}: the daemon only listens on loopback "
-                         f"(127.0.0.1, ::1 or localhost)")
+        raise ValueError(
+            f"daemon.http_host is {host!r}: the daemon only listens on loopback (127.0.0.1, ::1 or localhost)"
+        )
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -110,7 +118,8 @@ def bind_loopback(host: str, port: int) -> socket.socket:
                 exc.errno,
                 f"HTTP port {address}:{port} is already in use (another ctxos daemon or another "
                 f"program). Set daemon.http_port in _config.yaml or start with --http-port; the daemon "
-                f"keeps running without HTTP (MCP over stdio still works)") from exc
+                f"keeps running without HTTP (MCP over stdio still works)",
+            ) from exc
         raise
     return sock
 
@@ -132,14 +141,14 @@ class HttpServerComponent:
         self.port: int | None = None
         self.policy: SecurityPolicy | None = None
         self.limits = HttpLimits()
-        self.auth: Any = None                   # services.credentials.HttpAuth, once started
+        self.auth: Any = None  # services.credentials.HttpAuth, once started
         self.login = WebLogin()
         self.sse_streams = 0
         self._runner: web.AppRunner | None = None
         self._sessions_task: asyncio.Task[None] | None = None
         self._sessions_ready = asyncio.Event()
         self._sessions_stop = asyncio.Event()
-        self.workspace_mcps: dict[str, Any] = {}    # per-user daemon: name -> that workspace's MCP server
+        self.workspace_mcps: dict[str, Any] = {}  # per-user daemon: name -> that workspace's MCP server
         self._late: dict[str, dict[str, Any]] = {}  # workspaces registered while running: their MCP handlers
         self._late_tasks: list[asyncio.Task[None]] = []
         self._late_args: tuple[str, Any] = ("127.0.0.1", None)
@@ -153,8 +162,10 @@ class HttpServerComponent:
         config = load_config(ctx.root)
         if not config.usable:
             # Fail closed: never serve HTTP with defaults standing in for settings we could not read.
-            raise ValueError(f"HTTP is off: {config.error}; fix the file and restart the daemon "
-                             f"(the socket and `ctxos mcp` over stdio keep working)")
+            raise ValueError(
+                f"HTTP is off: {config.error}; fix the file and restart the daemon "
+                f"(the socket and `ctxos mcp` over stdio keep working)"
+            )
         try:
             self.auth = resolve_http_auth(config)
         except (CredentialError, OSError) as exc:
@@ -172,8 +183,9 @@ class HttpServerComponent:
             self.limits = HttpLimits.from_config(config)
             app = self._build_app(ctx, address)
             await self._start_sessions()
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+            self._runner = web.AppRunner(
+                app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S
+            )
             await self._runner.setup()
             await web.SockSite(self._runner, sock).start()
         except BaseException:
@@ -192,8 +204,11 @@ class HttpServerComponent:
         if self.auth.required:
             log.info("HTTP needs the credential from %s (Authorization: Bearer, or `ctxos open`)", self.auth.source)
         else:
-            log.warning("HTTP has NO credential (daemon.http_auth: none): any local user or program can read "
-                        "and write this workspace's memories over %s", self.url)
+            log.warning(
+                "HTTP has NO credential (daemon.http_auth: none): any local user or program can read "
+                "and write this workspace's memories over %s",
+                self.url,
+            )
 
     def login_link(self, page: str = "/") -> dict[str, Any]:
         """For RPC ``web_login``: a one-time link to the web view ``page`` (the plain page when auth is off).
@@ -211,21 +226,29 @@ class HttpServerComponent:
     def status(self) -> dict[str, Any]:
         try:
             sessions = getattr(self.mcp.session_manager, "_server_instances", None)
-        except (AttributeError, RuntimeError):   # before the app is built
+        except (AttributeError, RuntimeError):  # before the app is built
             sessions = None
-        return {"url": self.url, "mcp": f"{self.url}/mcp", "sse": f"{self.url}/sse",
-                "auth": self.auth.mode if self.auth else None,
-                "token_required": bool(self.policy and self.policy.token),
-                "token_source": self.auth.source if self.auth else None, **self.login.counts(),
-                "mcp_sessions": len(sessions) if sessions is not None else None,
-                "sse_streams": self.sse_streams, "limits": dataclasses.asdict(self.limits)}
+        return {
+            "url": self.url,
+            "mcp": f"{self.url}/mcp",
+            "sse": f"{self.url}/sse",
+            "auth": self.auth.mode if self.auth else None,
+            "token_required": bool(self.policy and self.policy.token),
+            "token_source": self.auth.source if self.auth else None,
+            **self.login.counts(),
+            "mcp_sessions": len(sessions) if sessions is not None else None,
+            "sse_streams": self.sse_streams,
+            "limits": dataclasses.asdict(self.limits),
+        }
 
     def _build_app(self, ctx: Any, address: str) -> web.Application:
         assert self.policy is not None
         # The SDK checks Host/Origin too; give it the same exact allow-list as our middleware.
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                             allowed_hosts=sorted(self.policy.allowed_hosts),
-                                             allowed_origins=sorted(self.policy.allowed_origins))
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(self.policy.allowed_hosts),
+            allowed_origins=sorted(self.policy.allowed_origins),
+        )
         middlewares = [security_middleware(self.policy)]
         if getattr(ctx, "workspaces", None) is not None:
             middlewares.append(_workspace_page_slash)
@@ -257,14 +280,16 @@ class HttpServerComponent:
         name, rest = request.match_info["name"], request.match_info["rest"]
         workspace_ctx = self.ctx.workspaces.get(name) if self.ctx is not None else None
         if workspace_ctx is None:
-            return web.Response(status=404, text=f"no workspace named {name!r} is served here "
-                                                 f"(ctxos workspace list)\n")
+            return web.Response(status=404, text=f"no workspace named {name!r} is served here (ctxos workspace list)\n")
         handlers = self._late.get(name) or await self._serve_late(name, workspace_ctx)
         if rest in ("mcp", "sse", "messages/"):
             return await handlers[rest](request)
-        return web.Response(status=404, text=f"workspace {name!r} joined this daemon while it ran: its MCP "
-                                             f"endpoint is /w/{name}/mcp; its REST API and page are served "
-                                             f"after a restart (ctxos stop; ctxos start)\n")
+        return web.Response(
+            status=404,
+            text=f"workspace {name!r} joined this daemon while it ran: its MCP "
+            f"endpoint is /w/{name}/mcp; its REST API and page are served "
+            f"after a restart (ctxos stop; ctxos start)\n",
+        )
 
     async def _serve_late(self, name: str, workspace_ctx: Any) -> dict[str, Any]:
         address, security = self._late_args
@@ -291,8 +316,9 @@ class HttpServerComponent:
             return []
         return [(c.name, c) for c in workspaces.contexts() if c.name]
 
-    def _add_workspace(self, app: web.Application, ctx: Any, address: str, security: TransportSecuritySettings,
-                       root_path: str = "") -> Any:
+    def _add_workspace(
+        self, app: web.Application, ctx: Any, address: str, security: TransportSecuritySettings, root_path: str = ""
+    ) -> Any:
         """MCP (Streamable HTTP and legacy SSE) and REST for one workspace's context; returns its MCP server."""
         mcp, handlers = self._mcp_handlers(ctx, address, security, root_path)
         app.router.add_route("*", "/mcp", handlers["mcp"])
@@ -301,17 +327,24 @@ class HttpServerComponent:
         self._add_rest(app, ctx)
         return mcp
 
-    def _mcp_handlers(self, ctx: Any, address: str, security: TransportSecuritySettings,
-                      root_path: str) -> tuple[Any, dict[str, Any]]:
+    def _mcp_handlers(
+        self, ctx: Any, address: str, security: TransportSecuritySettings, root_path: str
+    ) -> tuple[Any, dict[str, Any]]:
         """One workspace's MCP server and its aiohttp handlers by path: ``mcp``, ``sse``, ``messages/``."""
         mcp = build_mcp_server(RegistryBackend(ctx))
         limits = self.limits
-        streamable = mcp.streamable_http_app(transport_security=security, host=address,
-                                             session_idle_timeout=limits.mcp_session_idle_s,
-                                             max_sessions=limits.mcp_max_sessions)
+        streamable = mcp.streamable_http_app(
+            transport_security=security,
+            host=address,
+            session_idle_timeout=limits.mcp_session_idle_s,
+            max_sessions=limits.mcp_max_sessions,
+        )
         sse_handler = asgi_handler(mcp.sse_app(transport_security=security, host=address), root_path)
-        return mcp, {"mcp": asgi_handler(streamable, root_path),
-                     "sse": self._bounded_sse(sse_handler, limits.sse_max_streams), "messages/": sse_handler}
+        return mcp, {
+            "mcp": asgi_handler(streamable, root_path),
+            "sse": self._bounded_sse(sse_handler, limits.sse_max_streams),
+            "messages/": sse_handler,
+        }
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         """``/login?code=``: spend a one-time code, set the session cookie, go to the page.
@@ -330,13 +363,25 @@ class HttpServerComponent:
         session = self.login.redeem(request.query.get("code"))
         if session is None:
             log.warning("refused a web log-in: the code is unknown, used or expired")
-            return web.Response(status=401, headers=headers, content_type="text/html", text=(
-                "<!doctype html><meta charset=utf-8><title>AI Context OS: log-in link used or expired</title>"
-                "<p>This log-in link was already used or has expired. Run <code>ctxos open</code> "
-                "for a new one.</p>"))
+            return web.Response(
+                status=401,
+                headers=headers,
+                content_type="text/html",
+                text=(
+                    "<!doctype html><meta charset=utf-8><title>AI Context OS: log-in link used or expired</title>"
+                    "<p>This log-in link was already used or has expired. Run <code>ctxos open</code> "
+                    "for a new one.</p>"
+                ),
+            )
         response = web.Response(status=303, headers={**headers, "Location": page})
-        response.set_cookie(self.policy.cookie_name, session, max_age=int(self.login.session_ttl_s), path="/",
-                            httponly=True, samesite="Strict")
+        response.set_cookie(
+            self.policy.cookie_name,
+            session,
+            max_age=int(self.login.session_ttl_s),
+            path="/",
+            httponly=True,
+            samesite="Strict",
+        )
         return response
 
     def _bounded_sse(self, handler: Any, cap: int) -> Any:
@@ -345,9 +390,11 @@ class HttpServerComponent:
         async def bounded(request: web.Request) -> web.StreamResponse:
             if self.sse_streams >= cap:
                 log.warning("refused an /sse stream: %d are open (http_limits.sse_max_streams)", cap)
-                return web.Response(status=503, text=f"too many open /sse streams (limit {cap}); close one "
-                                                     f"or use Streamable HTTP at /mcp\n",
-                                    headers={"Retry-After": "5"})
+                return web.Response(
+                    status=503,
+                    text=f"too many open /sse streams (limit {cap}); close one or use Streamable HTTP at /mcp\n",
+                    headers={"Retry-After": "5"},
+                )
             self.sse_streams += 1
             try:
                 return await handler(request)
@@ -396,7 +443,7 @@ class HttpServerComponent:
         done, _ = await asyncio.wait({ready, self._sessions_task}, return_when=asyncio.FIRST_COMPLETED)
         if self._sessions_task in done:
             ready.cancel()
-            self._sessions_task.result()            # raises what went wrong
+            self._sessions_task.result()  # raises what went wrong
             raise RuntimeError("MCP session manager stopped during start-up")
 
     async def stop(self) -> None:
@@ -405,7 +452,7 @@ class HttpServerComponent:
         if self._sessions_task is not None:
             try:
                 await asyncio.wait_for(self._sessions_task, timeout=SHUTDOWN_TIMEOUT_S)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
+            except (TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
                 log.warning("MCP sessions did not close cleanly", exc_info=True)
             self._sessions_task = None
         if self._late_tasks:

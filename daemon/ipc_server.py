@@ -8,6 +8,7 @@ larger than ``MAX_REQUEST_BYTES`` is drained up to its newline and answered
 with an error; malformed JSON gets a parse error; either way the connection
 stays open.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import runtime_paths
-from .rpc import (INVALID_REQUEST, MAX_REQUEST_BYTES, RpcError, encode_reply,
-                  error_response, handle_payload)
+from .rpc import INVALID_REQUEST, MAX_REQUEST_BYTES, RpcError, encode_reply, error_response, handle_payload
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -36,7 +36,7 @@ class IpcServerComponent:
 
     def __init__(self, max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         self.max_request_bytes = max_request_bytes
-        self.ctx: "DaemonContext | None" = None
+        self.ctx: DaemonContext | None = None
         self.path: Path | None = None
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
@@ -45,7 +45,7 @@ class IpcServerComponent:
         self.requests = 0
         self.connections_total = 0
 
-    async def start(self, ctx: "DaemonContext") -> None:
+    async def start(self, ctx: DaemonContext) -> None:
         self.ctx = ctx
         path = runtime_paths.socket_path(ctx.root)
         runtime_paths.ensure_private_dir(path.parent)
@@ -59,16 +59,20 @@ class IpcServerComponent:
             if not stat.S_ISSOCK(info.st_mode):
                 raise RuntimeError(f"{path} exists and is not a socket; remove it and start again")
             path.unlink()
-        self._server = await asyncio.start_unix_server(self._serve, path=str(path),
-                                                       limit=self.max_request_bytes)
-        os.chmod(path, 0o600)   # inside a 0700 dir, so nobody else could reach it meanwhile
+        self._server = await asyncio.start_unix_server(self._serve, path=str(path), limit=self.max_request_bytes)
+        os.chmod(path, 0o600)  # inside a 0700 dir, so nobody else could reach it meanwhile
         self._inode = path.stat().st_ino
         self.path = path
         ctx.socket_path = path
-        ctx.add_status_provider("ipc", lambda: {
-            "socket": str(path), "connections": len(self._connections),
-            "connections_total": self.connections_total, "requests": self.requests,
-        })
+        ctx.add_status_provider(
+            "ipc",
+            lambda: {
+                "socket": str(path),
+                "connections": len(self._connections),
+                "connections_total": self.connections_total,
+                "requests": self.requests,
+            },
+        )
         log.info("listening on %s", path)
 
     async def stop(self) -> None:
@@ -84,7 +88,7 @@ class IpcServerComponent:
         if server is not None:
             try:
                 await asyncio.wait_for(server.wait_closed(), timeout=5)
-            except asyncio.TimeoutError:  # pragma: no cover
+            except TimeoutError:  # pragma: no cover
                 pass
         self._unlink_own_socket()
 
@@ -112,8 +116,9 @@ class IpcServerComponent:
                 if message is None:
                     break
                 if message is _TOO_LARGE:
-                    reply = error_response(None, RpcError(
-                        INVALID_REQUEST, f"request too large (limit {self.max_request_bytes} bytes)"))
+                    reply = error_response(
+                        None, RpcError(INVALID_REQUEST, f"request too large (limit {self.max_request_bytes} bytes)")
+                    )
                 else:
                     assert isinstance(message, bytes)
                     if not message.strip():
@@ -141,7 +146,7 @@ class IpcServerComponent:
         try:
             return (await reader.readuntil(b"\n"))[:-1]
         except asyncio.IncompleteReadError as exc:
-            return exc.partial or None          # a last request without a newline still counts
+            return exc.partial or None  # a last request without a newline still counts
         except asyncio.LimitOverrunError as exc:
             consumed = exc.consumed
         # Drain the oversize line in chunks so memory stays bounded by the limit.

@@ -6,6 +6,7 @@ daemon simply is not held any more and the next daemon takes it. The pid in
 the file is only informational (for the refusal message); it is never trusted
 to decide whether a daemon runs.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -67,7 +68,7 @@ class WorkspaceLock:
             pass
         os.close(fd)
 
-    def __enter__(self) -> "WorkspaceLock":
+    def __enter__(self) -> WorkspaceLock:
         self.acquire()
         return self
 

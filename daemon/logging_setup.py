@@ -4,6 +4,7 @@ The file, ``.ctxos/logs/daemon.log``, is what ``ctxos start`` users read after
 the fact; it rotates at ``daemon.log_max_bytes`` keeping ``daemon.log_backups``
 old files so a long-running daemon cannot fill the disk.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,15 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _HANDLER_TAG = "_ctxos_daemon_handler"
 
 
-def setup_logging(root: Path, *, max_bytes: int = 1_048_576, backups: int = 3,
-                  level: int = logging.INFO, stderr: bool = True, log_file: Path | None = None) -> Path:
+def setup_logging(
+    root: Path,
+    *,
+    max_bytes: int = 1_048_576,
+    backups: int = 3,
+    level: int = logging.INFO,
+    stderr: bool = True,
+    log_file: Path | None = None,
+) -> Path:
     """Attach the stderr and rotating-file handlers to the root logger; return the log file path.
 
     Calling it again replaces the handlers this function added (so tests and
@@ -33,8 +41,9 @@ def setup_logging(root: Path, *, max_bytes: int = 1_048_576, backups: int = 3,
             handler.close()
     formatter = logging.Formatter(LOG_FORMAT)
     handlers: list[logging.Handler] = [
-        logging.handlers.RotatingFileHandler(log_file, maxBytes=max(0, int(max_bytes)),
-                                             backupCount=max(0, int(backups)), encoding="utf-8"),
+        logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=max(0, int(max_bytes)), backupCount=max(0, int(backups)), encoding="utf-8"
+        ),
     ]
     if stderr:
         handlers.append(logging.StreamHandler(sys.stderr))

@@ -14,6 +14,7 @@ Order of things, and why:
 
 The asyncio loop only waits on sockets and inotify: no periodic wake-ups.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from . import malloc_tune, runtime_paths
 from .components import COMPONENTS, register_rpc_methods, stop_components
@@ -44,25 +46,56 @@ EXIT_ALREADY_RUNNING = 3
 
 def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
     """The options shared by ``ctxos daemon``, ``ctxos start`` and ``python -m ctxos.daemon.main``."""
-    parser.add_argument("--no-http", dest="http", action="store_false",
-                        help="do not serve HTTP (MCP, REST, web view); the Unix socket still runs")
-    parser.add_argument("--http-port", type=int, default=None, metavar="PORT",
-                        help="HTTP port on 127.0.0.1 (default: config daemon.http_port, 3847; 0 = any free port)")
-    parser.add_argument("--tray", dest="tray", action=argparse.BooleanOptionalAction, default=None,
-                        help="show the tray icon (default: when a display is available)")
-    parser.add_argument("--debounce-ms", type=int, default=None, metavar="MS",
-                        help="coalesce file events for this long (default: config daemon.debounce_ms)")
+    parser.add_argument(
+        "--no-http",
+        dest="http",
+        action="store_false",
+        help="do not serve HTTP (MCP, REST, web view); the Unix socket still runs",
+    )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="HTTP port on 127.0.0.1 (default: config daemon.http_port, 3847; 0 = any free port)",
+    )
+    parser.add_argument(
+        "--tray",
+        dest="tray",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the tray icon (default: when a display is available)",
+    )
+    parser.add_argument(
+        "--debounce-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="coalesce file events for this long (default: config daemon.debounce_ms)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
-    parser.add_argument("--all", action="store_true",
-                        help="serve every registered workspace (`ctxos workspace list`) from this one daemon")
-    parser.add_argument("--load", action="append", default=[], metavar="NAME",
-                        help="with --all: load this workspace at once (the others load on first use)")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="serve every registered workspace (`ctxos workspace list`) from this one daemon",
+    )
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --all: load this workspace at once (the others load on first use)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> DaemonOptions:
-    return DaemonOptions(http=getattr(args, "http", True), http_port=getattr(args, "http_port", None),
-                         tray=getattr(args, "tray", None), verbose=getattr(args, "verbose", False),
-                         debounce_ms=getattr(args, "debounce_ms", None))
+    return DaemonOptions(
+        http=getattr(args, "http", True),
+        http_port=getattr(args, "http_port", None),
+        tray=getattr(args, "tray", None),
+        verbose=getattr(args, "verbose", False),
+        debounce_ms=getattr(args, "debounce_ms", None),
+    )
 
 
 def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
@@ -80,12 +113,16 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
         return EXIT_ALREADY_RUNNING
     try:
         from ctxos.services.config import load_config
+
         config = load_config(root)
-        log_file = setup_logging(root, max_bytes=int(config.get("daemon.log_max_bytes", 1_048_576)),
-                                 backups=int(config.get("daemon.log_backups", 3)),
-                                 level=logging.DEBUG if options.verbose else logging.INFO)
+        log_file = setup_logging(
+            root,
+            max_bytes=int(config.get("daemon.log_max_bytes", 1_048_576)),
+            backups=int(config.get("daemon.log_backups", 3)),
+            level=logging.DEBUG if options.verbose else logging.INFO,
+        )
         log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)
-        malloc_tune.limit_arenas()      # before any thread starts
+        malloc_tune.limit_arenas()  # before any thread starts
         return asyncio.run(_serve(root, options))
     except KeyboardInterrupt:  # a signal before the loop installed its handlers
         return 130
@@ -162,8 +199,9 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
     return exit_code
 
 
-async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
-                         before_ready: Callable[[], Awaitable[None]] | None = None) -> None:
+async def load_workspace(
+    ctx: DaemonContext, stop: asyncio.Event | None, before_ready: Callable[[], Awaitable[None]] | None = None
+) -> None:
     """Initial load + reconcile on the write thread.
 
     A failure stops a single-workspace daemon (``stop`` given: systemd restarts it);
@@ -180,7 +218,7 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
     except Exception as exc:  # noqa: BLE001
         log.exception("loading the workspace failed")
         ctx.load_error = f"{type(exc).__name__}: {exc}"
-        ctx.mark_ready()   # wake waiters so they get the error instead of hanging
+        ctx.mark_ready()  # wake waiters so they get the error instead of hanging
         if stop is not None:
             stop.set()
         return
@@ -192,7 +230,7 @@ async def load_workspace(ctx: DaemonContext, stop: asyncio.Event | None,
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
     _note_unserved_federation(ctx)
-    if before_ready is not None:   # the per-user daemon: federated workspaces join first
+    if before_ready is not None:  # the per-user daemon: federated workspaces join first
         try:
             await before_ready()
         except Exception:  # noqa: BLE001 - the workspace itself loaded: serve it regardless
@@ -209,8 +247,10 @@ def _note_unserved_federation(ctx: DaemonContext) -> None:
 
     names = federate_names(ctx.config)
     if names and getattr(ctx, "workspaces", None) is None:
-        problem = (f"federate: {', '.join(names)} not joined: only the per-user daemon (`ctxos start`) "
-                   f"serves federated workspaces")
+        problem = (
+            f"federate: {', '.join(names)} not joined: only the per-user daemon (`ctxos start`) "
+            f"serves federated workspaces"
+        )
         ctx.status_extra["federate_problems"] = [problem]
         log.warning("%s", problem)
 
@@ -221,15 +261,18 @@ def _summary_dict(summary: Any) -> dict[str, Any]:
 
 
 def _summary_line(summary: Any) -> str:
-    return (f"{len(getattr(summary, 'updated', []) or [])} updated, "
-            f"{len(getattr(summary, 'removed', []) or [])} removed, "
-            f"{len(getattr(summary, 'invalid', []) or [])} invalid, "
-            f"{getattr(summary, 'unchanged', 0)} unchanged")
+    return (
+        f"{len(getattr(summary, 'updated', []) or [])} updated, "
+        f"{len(getattr(summary, 'removed', []) or [])} removed, "
+        f"{len(getattr(summary, 'invalid', []) or [])} invalid, "
+        f"{getattr(summary, 'unchanged', 0)} unchanged"
+    )
 
 
 def write_info(ctx: DaemonContext) -> None:
     """``.ctxos/daemon.json``: how to reach this daemon (informational; the lock decides liveness)."""
     from ctxos.services.atomic import atomic_write_text
+
     info = {
         "pid": ctx.pid,
         "workspace": str(ctx.root),
@@ -278,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.all:
         from .user_daemon import run_user_daemon
+
         return run_user_daemon(options_from_args(args), load=args.load)
     raw = args.workspace or os.environ.get("CTXOS_WORKSPACE") or "~/AI-Context-OS"
     return run_daemon(Path(raw), options_from_args(args))

@@ -11,6 +11,7 @@ that allocates a lot and then lets it go: the initial load, and every job on
 the background thread (governance, communities, and the graph refresh that
 follows each change batch, so a burst is trimmed too). ``CTXOS_MALLOC_TUNING=0`` turns both off (for comparisons).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -22,7 +23,7 @@ import sys
 log = logging.getLogger(__name__)
 
 ARENA_MAX = 2
-_M_ARENA_MAX = -8          # mallopt parameter number in glibc's malloc.h
+_M_ARENA_MAX = -8  # mallopt parameter number in glibc's malloc.h
 _libc = None
 
 
@@ -34,7 +35,7 @@ def _glibc():
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 libc.malloc_trim  # noqa: B018 - musl has no malloc_trim: stay off
-                libc.mallopt      # noqa: B018
+                libc.mallopt  # noqa: B018
                 _libc = libc
             except (OSError, AttributeError):
                 _libc = False

@@ -14,17 +14,17 @@ signature and reports pydantic's own text; this swaps that step for the
 contract's (``FuncMetadata.validate_arguments`` is the SDK's documented seam:
 its fields are read live). The function keeps its typed signature for readers.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
+from ctxos.services.schemas import ContractError, Request, input_schema, validate
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 
-from ctxos.services.schemas import ContractError, Request, input_schema, validate
-
-_REFUSED = "__ctxos_contract_refusal__"   # carries the contract's message from validation to the call
+_REFUSED = "__ctxos_contract_refusal__"  # carries the contract's message from validation to the call
 
 
 class ContractArguments(FuncMetadata):
@@ -49,8 +49,9 @@ def bind_contract(mcp: MCPServer, name: str, request: type[Request]) -> None:
     fields = set(request.model_fields)
     signature = set(tool.parameters.get("properties", {}))
     if fields != signature:
-        raise ValueError(f"tool {name!r} takes {sorted(signature)} but its contract {request.__name__} "
-                         f"has {sorted(fields)}")
+        raise ValueError(
+            f"tool {name!r} takes {sorted(signature)} but its contract {request.__name__} has {sorted(fields)}"
+        )
     original, body = tool.fn_metadata, tool.fn
 
     async def guarded(**kwargs: Any) -> Any:
@@ -58,9 +59,13 @@ def bind_contract(mcp: MCPServer, name: str, request: type[Request]) -> None:
             raise ToolError(kwargs[_REFUSED])
         return await body(**kwargs)
 
-    tool.fn_metadata = ContractArguments(arg_model=original.arg_model, output_schema=original.output_schema,
-                                         output_model=original.output_model, wrap_output=original.wrap_output,
-                                         request=request)
+    tool.fn_metadata = ContractArguments(
+        arg_model=original.arg_model,
+        output_schema=original.output_schema,
+        output_model=original.output_model,
+        wrap_output=original.wrap_output,
+        request=request,
+    )
     tool.fn = guarded
     tool.is_async = True
     tool.parameters = input_schema(request)

@@ -9,17 +9,17 @@ write rules. This module only shapes inputs and outputs for agents and turns a
 refused or failed call into an MCP tool error (``is_error``) with the message
 the engine gave, so the agent can correct itself.
 """
+
 from __future__ import annotations
 
 import logging
 from typing import Annotated, Any, Literal, Protocol
 
+from ctxos.services import schemas
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
-
-from ctxos.services import schemas
 
 from .mcp_contracts import bind_contract
 
@@ -93,6 +93,7 @@ def _jsonable(value: Any, default: Any) -> Any:
 
 # ---------------------------------------------------------------- outputs
 
+
 class SelectedMemoryOut(BaseModel):
     id: str
     type: str
@@ -101,8 +102,7 @@ class SelectedMemoryOut(BaseModel):
     tokens: int
     score: float = Field(description="composite relevance score, 0..1")
     reason: str = ""
-    workspace: str | None = Field(None, description="the federated workspace it comes from; "
-                                                    "absent: this workspace")
+    workspace: str | None = Field(None, description="the federated workspace it comes from; absent: this workspace")
 
 
 class ContextOut(BaseModel):
@@ -113,8 +113,10 @@ class ContextOut(BaseModel):
     budget_tokens: int
     tokens_used: int
     selected: list[SelectedMemoryOut]
-    catalog_ids: list[str] = Field(description="memories listed only by their one-line summary; "
-                                               "read one with the memory://{id} resource or ask a narrower query")
+    catalog_ids: list[str] = Field(
+        description="memories listed only by their one-line summary; "
+        "read one with the memory://{id} resource or ask a narrower query"
+    )
     catalog_omitted: int
     elapsed_ms: float = Field(0.0, description="time the engine spent on the query")
 
@@ -130,14 +132,19 @@ class SaveOut(BaseModel):
     path: str
     version: int = Field(description="pass this as expected_version to update the memory again")
     created: bool
-    warnings: list[SaveWarningOut] = Field(default_factory=list, description=
-                                           "saved, but it will not load as intended (too long an L1, no usable "
-                                           "l0, a near-duplicate of another memory): fix and save again")
+    warnings: list[SaveWarningOut] = Field(
+        default_factory=list,
+        description="saved, but it will not load as intended (too long an L1, no usable "
+        "l0, a near-duplicate of another memory): fix and save again",
+    )
 
 
 class SkillOut(BaseModel):
-    matched: bool = Field(True, description="true: the name matched this skill exactly (id, file name or "
-                                            "title); get_skill never returns a near miss")
+    matched: bool = Field(
+        True,
+        description="true: the name matched this skill exactly (id, file name or "
+        "title); get_skill never returns a near miss",
+    )
     matched_by: Literal["id", "file name", "title"]
     id: str
     type: Literal["skill"] = "skill"
@@ -167,6 +174,7 @@ class MemoryOut(BaseModel):
 
 # ---------------------------------------------------------------- helpers
 
+
 async def _call(backend: Backend, method: str, params: dict[str, Any]) -> Any:
     """Call the backend; refusals and failures become a ToolError the agent can read."""
     clean = {k: v for k, v in params.items() if v is not None}
@@ -190,8 +198,9 @@ def client_label(ctx: Context | None) -> str:
 
 
 def _tool_result(text: str, structured: BaseModel) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=structured.model_dump(mode="json"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured.model_dump(mode="json")
+    )
 
 
 def _memory_text(memory: dict[str, Any]) -> str:
@@ -200,17 +209,21 @@ def _memory_text(memory: dict[str, Any]) -> str:
 
 
 def _render_memory(memory: dict[str, Any]) -> str:
-    head = f"# {memory.get('title') or memory['id']}\n\n" \
-           f"id: {memory['id']} | type: {memory.get('type')} | version: {memory.get('version')} | " \
-           f"path: {memory.get('path')} | checksum: {memory.get('checksum')}\n\n> {memory.get('l0', '')}\n\n"
+    head = (
+        f"# {memory.get('title') or memory['id']}\n\n"
+        f"id: {memory['id']} | type: {memory.get('type')} | version: {memory.get('version')} | "
+        f"path: {memory.get('path')} | checksum: {memory.get('checksum')}\n\n> {memory.get('l0', '')}\n\n"
+    )
     return head + _memory_text(memory) + "\n"
 
 
 # ---------------------------------------------------------------- server
 
+
 def _package_version() -> str:
     try:
         from importlib.metadata import version
+
         return version("ai-context-os")
     except Exception:  # noqa: BLE001 - not installed as a distribution (source checkout)
         return "0"
@@ -218,94 +231,138 @@ def _package_version() -> str:
 
 def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
     """An MCPServer whose tools, resources and prompts all go through ``backend``."""
-    mcp: MCPServer = MCPServer(name, title="AI Context OS", instructions=INSTRUCTIONS,
-                               version=_package_version(), log_level="WARNING")
+    mcp: MCPServer = MCPServer(
+        name, title="AI Context OS", instructions=INSTRUCTIONS, version=_package_version(), log_level="WARNING"
+    )
 
     @mcp.tool(
         title="Get context",
         description="The context for a task: rules first, the most relevant memories (full text, "
-                    "paragraph or one line, chosen by score) and a catalog of the rest, within "
-                    "budget_tokens. The selection (ids, tiers, tokens, scores) comes with it so you "
-                    "can ask for more, e.g. a memory://{id} resource.",
+        "paragraph or one line, chosen by score) and a catalog of the rest, within "
+        "budget_tokens. The selection (ids, tiers, tokens, scores) comes with it so you "
+        "can ask for more, e.g. a memory://{id} resource.",
     )
-    async def get_context(query: str, budget_tokens: int | None = None,
-                          intent: str | None = None) -> Annotated[CallToolResult, ContextOut]:
-        result = await _call(backend, "get_context",
-                             {"query": query, "budget_tokens": budget_tokens, "intent": intent})
+    async def get_context(
+        query: str, budget_tokens: int | None = None, intent: str | None = None
+    ) -> Annotated[CallToolResult, ContextOut]:
+        result = await _call(backend, "get_context", {"query": query, "budget_tokens": budget_tokens, "intent": intent})
         out = ContextOut(
-            rendered=result["rendered"], query=result["query"], intent=result["intent"],
+            rendered=result["rendered"],
+            query=result["query"],
+            intent=result["intent"],
             expanded_query=list(result.get("expanded_query", [])),
-            budget_tokens=int(result["budget_tokens"]), tokens_used=int(result["tokens_used"]),
-            selected=[SelectedMemoryOut(**{k: s[k] for k in SelectedMemoryOut.model_fields if k in s})
-                      for s in result.get("selected", [])],
-            catalog_ids=list(result.get("catalog_ids", [])), catalog_omitted=int(result.get("catalog_omitted", 0)),
-            elapsed_ms=float(result.get("elapsed_ms", 0.0)))
+            budget_tokens=int(result["budget_tokens"]),
+            tokens_used=int(result["tokens_used"]),
+            selected=[
+                SelectedMemoryOut(**{k: s[k] for k in SelectedMemoryOut.model_fields if k in s})
+                for s in result.get("selected", [])
+            ],
+            catalog_ids=list(result.get("catalog_ids", [])),
+            catalog_omitted=int(result.get("catalog_omitted", 0)),
+            elapsed_ms=float(result.get("elapsed_ms", 0.0)),
+        )
         return _tool_result(out.rendered, out)
 
     @mcp.tool(
         title="Save memory",
         description="Write a memory file (markdown with frontmatter) into the type's folder; indexed at "
-                    "once. A new memory needs no id (one is made from l0). To update an existing memory "
-                    "pass its id and the version you read as expected_version; protected memories, "
-                    "sources/ and files changed on disk since you read them are refused.",
+        "once. A new memory needs no id (one is made from l0). To update an existing memory "
+        "pass its id and the version you read as expected_version; protected memories, "
+        "sources/ and files changed on disk since you read them are refused.",
     )
     async def save_memory(
-        type: str, content: str, l0: str, id: str | None = None, tags: list[str] | None = None,
-        related: list[str] | None = None, importance: float | None = None, l1: str | None = None,
-        expected_version: int | None = None, expected_checksum: str | None = None,
-        always_load: bool | None = None, workspace: str | None = None, ctx: Context | None = None,
+        type: str,
+        content: str,
+        l0: str,
+        id: str | None = None,
+        tags: list[str] | None = None,
+        related: list[str] | None = None,
+        importance: float | None = None,
+        l1: str | None = None,
+        expected_version: int | None = None,
+        expected_checksum: str | None = None,
+        always_load: bool | None = None,
+        workspace: str | None = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, SaveOut]:
-        params = {"type": type, "content": content, "l0": l0, "id": id, "tags": tags, "related": related,
-                  "importance": importance, "l1": l1, "expected_version": expected_version,
-                  "expected_checksum": expected_checksum, "always_load": always_load,
-                  "_client": client_label(ctx)}
+        params = {
+            "type": type,
+            "content": content,
+            "l0": l0,
+            "id": id,
+            "tags": tags,
+            "related": related,
+            "importance": importance,
+            "l1": l1,
+            "expected_version": expected_version,
+            "expected_checksum": expected_checksum,
+            "always_load": always_load,
+            "_client": client_label(ctx),
+        }
         if workspace:
             params["workspace"] = workspace
         result = await _call(backend, "save_memory", params)
-        out = SaveOut(id=result["id"], path=result["path"], version=int(result["version"]),
-                      created=bool(result["created"]),
-                      warnings=[SaveWarningOut(**w) for w in result.get("warnings") or []])
+        out = SaveOut(
+            id=result["id"],
+            path=result["path"],
+            version=int(result["version"]),
+            created=bool(result["created"]),
+            warnings=[SaveWarningOut(**w) for w in result.get("warnings") or []],
+        )
         verb = "Created" if out.created else "Updated"
         text = f"{verb} memory {out.id} (version {out.version}) at {out.path}"
         if out.warnings:
-            text += "\n\nWarnings (saved, but it will not load as intended):\n" + \
-                "\n".join(f"- [{w.kind}] {w.message}" for w in out.warnings)
+            text += "\n\nWarnings (saved, but it will not load as intended):\n" + "\n".join(
+                f"- [{w.kind}] {w.message}" for w in out.warnings
+            )
         return _tool_result(text, out)
 
     @mcp.tool(
         title="Get skill",
         description="A skill (how-to, type skill) in full, by its exact name: its id, file name or title, "
-                    "ignoring case. Only an exact match is returned, never a similar skill. A name that "
-                    "matches nothing is an error listing the closest skills by name (ask again with one "
-                    "of those); a name that is a rule or another non-skill memory is refused and says what "
-                    "it is (read it with memory://{id}). Use get_context to find a skill by topic.",
+        "ignoring case. Only an exact match is returned, never a similar skill. A name that "
+        "matches nothing is an error listing the closest skills by name (ask again with one "
+        "of those); a name that is a rule or another non-skill memory is refused and says what "
+        "it is (read it with memory://{id}). Use get_context to find a skill by topic.",
     )
     async def get_skill(name: str) -> Annotated[CallToolResult, SkillOut]:
         result = await _call(backend, "get_skill", {"name": name})
         memory = result.get("memory", result) if isinstance(result, dict) else result
         if not memory or memory.get("type") != "skill" or memory.get("matched") is not True:
-            raise ToolError(f"no skill named {name!r}")      # the RPC method never answers this way
-        out = SkillOut(matched=True, matched_by=memory.get("matched_by", "id"), id=memory["id"],
-                       title=memory.get("title") or memory["id"], l0=memory.get("l0", ""),
-                       path=memory["path"], version=int(memory.get("version", 1)),
-                       tags=list(memory.get("tags", [])), text=_memory_text(memory),
-                       workspace=memory.get("workspace"))
+            raise ToolError(f"no skill named {name!r}")  # the RPC method never answers this way
+        out = SkillOut(
+            matched=True,
+            matched_by=memory.get("matched_by", "id"),
+            id=memory["id"],
+            title=memory.get("title") or memory["id"],
+            l0=memory.get("l0", ""),
+            path=memory["path"],
+            version=int(memory.get("version", 1)),
+            tags=list(memory.get("tags", [])),
+            text=_memory_text(memory),
+            workspace=memory.get("workspace"),
+        )
         return _tool_result(_render_memory(memory), out)
 
     @mcp.tool(
         title="Log session",
         description="Append a timestamped entry to today's session log (02-daily/YYYY-MM-DD.md).",
     )
-    async def log_session(event: str, details: str | None = None,
-                          ctx: Context | None = None) -> Annotated[CallToolResult, LogOut]:
-        result = await _call(backend, "log_session", {"event": event, "details": details,
-                                                      "_client": client_label(ctx)})
+    async def log_session(
+        event: str, details: str | None = None, ctx: Context | None = None
+    ) -> Annotated[CallToolResult, LogOut]:
+        result = await _call(backend, "log_session", {"event": event, "details": details, "_client": client_label(ctx)})
         path = result["path"] if isinstance(result, dict) else str(result)
         out = LogOut(path=path, event=event)
         return _tool_result(f"Logged to {path}", out)
 
-    @mcp.resource("memory://{id}", name="memory", title="Memory", mime_type="text/markdown",
-                  description="One memory's full text with its id, type, version and path.")
+    @mcp.resource(
+        "memory://{id}",
+        name="memory",
+        title="Memory",
+        mime_type="text/markdown",
+        description="One memory's full text with its id, type, version and path.",
+    )
     async def memory_resource(id: str) -> str:
         try:
             result = await backend.call("get_memory", {"id": id})
@@ -316,8 +373,13 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
             raise ResourceNotFoundError(f"no memory {id!r}")
         return _render_memory(memory)
 
-    @mcp.resource("ctxos://catalog", name="catalog", title="Memory catalog (L0)", mime_type="text/markdown",
-                  description="Every memory as one line: id, type and summary. Read one with memory://{id}.")
+    @mcp.resource(
+        "ctxos://catalog",
+        name="catalog",
+        title="Memory catalog (L0)",
+        mime_type="text/markdown",
+        description="Every memory as one line: id, type and summary. Read one with memory://{id}.",
+    )
     async def catalog_resource() -> str:
         try:
             result = await backend.call("list", {})
@@ -327,23 +389,34 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         lines = [f"- {m['id']} ({m.get('type')}): {m.get('l0', '')}" for m in items]
         return "# Memory catalog\n\n" + ("\n".join(lines) if lines else "(no memories yet)") + "\n"
 
-    @mcp.prompt(name="context_for_task", title="Start a task with context",
-                description="The workspace context for a task, followed by the task itself.")
+    @mcp.prompt(
+        name="context_for_task",
+        title="Start a task with context",
+        description="The workspace context for a task, followed by the task itself.",
+    )
     async def context_for_task(task: str, budget_tokens: int | None = None) -> str:
         result = await _call(backend, "get_context", {"query": task, "budget_tokens": budget_tokens})
-        return (f"Context from my memory (AI Context OS, {result['tokens_used']} tokens):\n\n"
-                f"{result['rendered']}\n\n---\nTask: {task}")
+        return (
+            f"Context from my memory (AI Context OS, {result['tokens_used']} tokens):\n\n"
+            f"{result['rendered']}\n\n---\nTask: {task}"
+        )
 
-    @mcp.prompt(name="wrap_up_session", title="Wrap up a session",
-                description="Ask the agent to log the session and save what is worth keeping.")
+    @mcp.prompt(
+        name="wrap_up_session",
+        title="Wrap up a session",
+        description="Ask the agent to log the session and save what is worth keeping.",
+    )
     def wrap_up_session(summary_hint: str | None = None) -> str:
         hint = f" Focus on: {summary_hint}." if summary_hint else ""
-        return ("Before we finish: call log_session with a one-line event and short details of what was "
-                "done. Then, for each durable fact, decision or reusable procedure from this session, call "
-                "save_memory (decision, project or skill type) with a precise l0 line; to update an existing "
-                "memory pass the version you read as expected_version." + hint)
+        return (
+            "Before we finish: call log_session with a one-line event and short details of what was "
+            "done. Then, for each durable fact, decision or reusable procedure from this session, call "
+            "save_memory (decision, project or skill type) with a precise l0 line; to update an existing "
+            "memory pass the version you read as expected_version." + hint
+        )
 
-    from .mcp_governance import register_governance_tools   # review, flag, propose/draft a merge
+    from .mcp_governance import register_governance_tools  # review, flag, propose/draft a merge
+
     register_governance_tools(mcp, backend, _call, _tool_result)
     for tool_name, request in TOOL_CONTRACTS.items():
         bind_contract(mcp, tool_name, request)

@@ -6,14 +6,16 @@ load. The first chunk is parsed here at once (the worker process takes a
 moment to start), the rest by the worker, in order, while this process
 indexes; if the worker breaks, the remaining chunks are parsed here.
 """
+
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ def parse_pool() -> ProcessPoolExecutor | None:
         return None
     try:
         context = multiprocessing.get_context("forkserver")
-    except ValueError:          # no forkserver (Windows): spawn
+    except ValueError:  # no forkserver (Windows): spawn
         context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(max_workers=1, mp_context=context)
 

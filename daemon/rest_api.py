@@ -16,6 +16,7 @@ signal or the coverage part of the health score the way real agent loads do.
 ``ctx.add_change_listener``: one ``change`` event per applied batch, with
 the ids and paths that changed, so the page can refresh what it shows.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,18 @@ from ..services import schemas
 from ..services.model import SIGNALS
 from ..services.ontology import MEMORY_TYPES
 from ..services.query import known_intents
-from .rpc import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NOT_FOUND,
-                  NOT_READY, WRITE_REFUSED, CLIENT_PARAM, RpcError, json_default)
+from .rpc import (
+    CLIENT_PARAM,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    NOT_READY,
+    WRITE_REFUSED,
+    RpcError,
+    json_default,
+)
 
 log = logging.getLogger("ctxos.daemon.rest")
 
@@ -39,8 +50,8 @@ API_PREFIX = "/api/"
 EVENT_HEARTBEAT_SECONDS = 15.0
 MAX_EVENT_CLIENTS = 32
 EVENT_QUEUE_SIZE = 256
-REST_CLIENT = "web page via REST"   # who REST writes are attributed to in history
-CONFLICT = "conflict"           # RpcError.data["reason"] for a version conflict (and our own pre-check)
+REST_CLIENT = "web page via REST"  # who REST writes are attributed to in history
+CONFLICT = "conflict"  # RpcError.data["reason"] for a version conflict (and our own pre-check)
 
 # RPC error code -> HTTP status.
 _STATUS_BY_CODE: dict[int, int] = {
@@ -58,6 +69,7 @@ REST_API_KEY: web.AppKey[Any] = web.AppKey("ctxos.rest_api")
 
 
 # ---------------------------------------------------------------- responses
+
 
 def json_response(data: Any, status: int = 200) -> web.Response:
     """JSON with the RPC layer's encoder (dataclasses, dates and paths serialise the same way)."""
@@ -120,11 +132,12 @@ async def json_errors_middleware(request: web.Request, handler: Handler) -> web.
 
 # ---------------------------------------------------------------- request helpers
 
+
 async def read_json_object(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object; an empty body is ``{}``."""
     if not request.can_read_body:
         return {}
-    raw = await request.read()          # aiohttp enforces client_max_size (413)
+    raw = await request.read()  # aiohttp enforces client_max_size (413)
     if not raw.strip():
         return {}
     try:
@@ -161,6 +174,7 @@ def _pick(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- server-sent events
 
+
 class ChangeHub:
     """Fans the daemon's change notifications out to every open ``/api/events`` stream.
 
@@ -194,7 +208,7 @@ class ChangeHub:
         for queue, alive in list(self._queues.items()):
             if not alive():
                 self.unsubscribe(queue)
-                _put_last(queue, None)          # its handler ends at once
+                _put_last(queue, None)  # its handler ends at once
 
     def publish(self, summary: Any) -> None:
         """Change listener (runs on the loop): queue one event per stream; a stuck stream drops events."""
@@ -246,6 +260,7 @@ def _sse(event: str, data: Any) -> bytes:
 
 # ---------------------------------------------------------------- the API
 
+
 class RestApi:
     """The handlers; one instance per app, bound to the daemon context."""
 
@@ -271,13 +286,13 @@ class RestApi:
         data["intents"] = known_intents(config)
         data["types"] = list(MEMORY_TYPES)
         data["signals"] = list(SIGNALS)
-        data["auth"] = (data.get("http_server") or {}).get("auth")    # "token" or "none" (the opt-out)
+        data["auth"] = (data.get("http_server") or {}).get("auth")  # "token" or "none" (the opt-out)
         return json_response(data)
 
     async def health(self, request: web.Request) -> web.Response:
         """The health score (0-100) and what would raise it."""
         health = normalise_health(await self.call("health"))
-        doctor = await self.call("doctor")        # the files skipped, with their reasons
+        doctor = await self.call("doctor")  # the files skipped, with their reasons
         health.setdefault("invalid", doctor.get("invalid", []) if isinstance(doctor, dict) else [])
         return json_response(health)
 
@@ -295,17 +310,21 @@ class RestApi:
 
     async def list_memories(self, request: web.Request) -> web.Response:
         """Memories, filtered by type or text (query parameters type, q)."""
-        kind = request.query.get("type") or None         # checked by the list RPC (schemas.ListRequest)
+        kind = request.query.get("type") or None  # checked by the list RPC (schemas.ListRequest)
         limit = _int_query(request, "limit", 100_000, 1, 100_000)
         offset = _int_query(request, "offset", 0, 0, 10_000_000)
         needle = (request.query.get("q") or "").strip().casefold()
         result = await self.call("list", {"type": kind} if kind else {})
         items = result.get("memories", []) if isinstance(result, dict) else list(result)
         if needle:
-            items = [m for m in items if needle in m.get("id", "").casefold()
-                     or needle in (m.get("l0") or "").casefold()
-                     or any(needle in str(t).casefold() for t in m.get("tags") or [])]
-        page = items[offset:offset + limit]
+            items = [
+                m
+                for m in items
+                if needle in m.get("id", "").casefold()
+                or needle in (m.get("l0") or "").casefold()
+                or any(needle in str(t).casefold() for t in m.get("tags") or [])
+            ]
+        page = items[offset : offset + limit]
         return json_response({"memories": page, "count": len(page), "total": len(items)})
 
     async def get_memory(self, request: web.Request) -> web.Response:
@@ -322,9 +341,12 @@ class RestApi:
         if params.get("id"):
             existing = await self._memory_or_none(str(params["id"]))
             if existing is not None:
-                raise ApiError(409, f"memory {params['id']!r} already exists (version {existing.get('version')}); "
-                               "use PUT /api/memories/{id} to update it",
-                               {"reason": CONFLICT, "current_version": existing.get("version")})
+                raise ApiError(
+                    409,
+                    f"memory {params['id']!r} already exists (version {existing.get('version')}); "
+                    "use PUT /api/memories/{id} to update it",
+                    {"reason": CONFLICT, "current_version": existing.get("version")},
+                )
         saved = await self.call("save_memory", _body_fields(params))
         return json_response({**await self._memory(_saved_id(saved)), "warnings": _warnings(saved)}, status=201)
 
@@ -332,30 +354,37 @@ class RestApi:
         """Update a memory through the write gate (version or checksum checked; 409 on a conflict)."""
         memory_id = request.match_info["id"]
         body = await read_json_object(request)
-        params = _pick(body, ("version", "checksum", "type", "content", "l0", "tags", "related",
-                              "importance", "l1", "always_load"))
+        params = _pick(
+            body, ("version", "checksum", "type", "content", "l0", "tags", "related", "importance", "l1", "always_load")
+        )
         version = params.pop("version", None)
         if isinstance(version, bool) or not isinstance(version, int):
             raise ApiError(400, "field 'version' (the version you read) is required and must be an integer")
         checksum = params.pop("checksum", None)
-        current = await self._memory(memory_id)           # 404 when it does not exist
+        current = await self._memory(memory_id)  # 404 when it does not exist
         # Pre-check, so the page gets a clear 409 with the version on disk. The write itself
         # re-checks the version under the write lock (services/writes.py), so a race still fails.
         if current.get("version") != version:
-            raise ApiError(409, f"memory {memory_id!r} changed since you read it: you read version {version}, "
-                           f"the file is at version {current.get('version')}; reload it",
-                           {"reason": CONFLICT, "current_version": current.get("version")})
+            raise ApiError(
+                409,
+                f"memory {memory_id!r} changed since you read it: you read version {version}, "
+                f"the file is at version {current.get('version')}; reload it",
+                {"reason": CONFLICT, "current_version": current.get("version")},
+            )
         if checksum and checksum != current.get("checksum"):
-            raise ApiError(409, f"memory {memory_id!r} changed since you read it: the file was edited on disk "
-                           f"(still version {version}, different content); reload it",
-                           {"reason": CONFLICT, "current_version": current.get("version")})
+            raise ApiError(
+                409,
+                f"memory {memory_id!r} changed since you read it: the file was edited on disk "
+                f"(still version {version}, different content); reload it",
+                {"reason": CONFLICT, "current_version": current.get("version")},
+            )
         params.setdefault("type", current.get("type"))
         params.setdefault("l0", current.get("l0"))
         if "content" not in params and "l1" not in params:
             params["l1"], params["content"] = current.get("l1") or "", current.get("l2") or ""
         fields = {**_body_fields(params), "id": memory_id, "expected_version": version}
         if checksum:
-            fields["expected_checksum"] = checksum      # the gate re-checks it under the write lock
+            fields["expected_checksum"] = checksum  # the gate re-checks it under the write lock
         saved = await self.call("save_memory", fields)
         return json_response({**await self._memory(_saved_id(saved) or memory_id), "warnings": _warnings(saved)})
 
@@ -426,30 +455,33 @@ class RestApi:
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: one event per applied change batch."""
+
         def alive() -> bool:
             transport = request.transport
             return transport is not None and not transport.is_closing()
 
         queue = self.hub.subscribe(alive)
-        response = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache, no-store",
-            "X-Accel-Buffering": "no",
-        })
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache, no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
         try:
             await response.prepare(request)
             await response.write(b"retry: 2000\n\n" + _sse("hello", {"seq": self.hub.sequence}))
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), EVENT_HEARTBEAT_SECONDS)
-                except asyncio.TimeoutError:
-                    await response.write(b": ping\n\n")   # keeps proxies and dead peers honest
+                except TimeoutError:
+                    await response.write(b": ping\n\n")  # keeps proxies and dead peers honest
                     continue
-                if event is None:                         # the server is shutting down
+                if event is None:  # the server is shutting down
                     break
                 await response.write(_sse("change", event))
         except (ConnectionResetError, ConnectionError):
-            pass                                           # the page went away
+            pass  # the page went away
         finally:
             self.hub.unsubscribe(queue)
         return response
@@ -491,26 +523,31 @@ def _saved_id(saved: Any) -> str:
 # ---------------------------------------------------------------- shape normalisers
 # The page relies on these shapes; the RPC methods own the data, this only names fields.
 
+
 def normalise_graph(data: Any) -> dict[str, Any]:
     data = data if isinstance(data, dict) else {}
     nodes = []
     for n in data.get("nodes") or []:
-        nodes.append({
-            "id": n.get("id"),
-            "type": n.get("type"),
-            "community": n.get("community"),
-            "l0": n.get("l0", ""),
-            "importance": n.get("importance"),
-            **{k: v for k, v in n.items() if k not in ("id", "type", "community", "l0", "importance")},
-        })
+        nodes.append(
+            {
+                "id": n.get("id"),
+                "type": n.get("type"),
+                "community": n.get("community"),
+                "l0": n.get("l0", ""),
+                "importance": n.get("importance"),
+                **{k: v for k, v in n.items() if k not in ("id", "type", "community", "l0", "importance")},
+            }
+        )
     edges = []
     for e in data.get("edges") or []:
-        edges.append({
-            "source": e.get("source", e.get("from")),
-            "target": e.get("target", e.get("to")),
-            "kind": e.get("kind", e.get("type", "link")),
-            **{k: v for k, v in e.items() if k not in ("source", "target", "from", "to", "kind", "type")},
-        })
+        edges.append(
+            {
+                "source": e.get("source", e.get("from")),
+                "target": e.get("target", e.get("to")),
+                "kind": e.get("kind", e.get("type", "link")),
+                **{k: v for k, v in e.items() if k not in ("source", "target", "from", "to", "kind", "type")},
+            }
+        )
     rest = {k: v for k, v in data.items() if k not in ("nodes", "edges")}
     return {"nodes": nodes, "edges": edges, **rest}
 
@@ -548,8 +585,9 @@ def normalise_finding(f: dict[str, Any]) -> dict[str, Any]:
     elif kind_of_action == "review":
         out["suggestion"] = "read both and decide which one holds; edit or archive the other"
     elif kind_of_action == "fix":
-        out["suggestion"] = suggested.get("suggestion") or \
-            f"fix {suggested.get('path') or ', '.join(f.get('paths') or [])} by hand"
+        out["suggestion"] = (
+            suggested.get("suggestion") or f"fix {suggested.get('path') or ', '.join(f.get('paths') or [])} by hand"
+        )
     if archive_ids:
         actions.insert(0, "archive")
     actions.append("dismiss")
@@ -619,6 +657,7 @@ def add_routes(app: web.Application, ctx: Any) -> RestApi:
     r.add_post("/api/proposals/{id}/{decision:accept|reject}", api.decide_proposal)
     r.add_get("/api/events", api.events)
     from .rest_history import add_history_routes
+
     add_history_routes(app, api)
 
     ctx.add_change_listener(api.hub.publish)

@@ -7,6 +7,7 @@
 
 Errors map like every other ``/api/`` route (``rest_api.json_errors_middleware``).
 """
+
 from __future__ import annotations
 
 from aiohttp import web
@@ -31,8 +32,9 @@ def add_history_routes(app: web.Application, api: RestApi) -> None:
 
     async def version(request: web.Request) -> web.Response:
         """Version n's full text, its diff against the version before it and against the file now."""
-        return json_response(await api.call("history_version", {"id": request.match_info["id"],
-                                                                "n": _n(request.match_info["n"])}))
+        return json_response(
+            await api.call("history_version", {"id": request.match_info["id"], "n": _n(request.match_info["n"])})
+        )
 
     async def revert(request: web.Request) -> web.Response:
         """Restore version {"to": n} as a new version through the write gate (403 protected, 409 conflict)."""

@@ -11,16 +11,18 @@ Errors a caller can act on are raised as :class:`RpcError`; anything else a
 handler raises becomes an "internal error" reply (logged with its traceback)
 and never takes the connection or the daemon down.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ctxos.services.schemas import ContractError, Request, validate
 
@@ -36,11 +38,11 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 # Application codes (the -32000..-32099 "server error" range).
-NOT_FOUND = -32004          # the named memory / skill does not exist
-WRITE_REFUSED = -32010      # a safety rule refused a write (protected, read-only folder, ...)
-NOT_READY = -32011          # the daemon is still loading (only for callers that do not wait)
+NOT_FOUND = -32004  # the named memory / skill does not exist
+WRITE_REFUSED = -32010  # a safety rule refused a write (protected, read-only folder, ...)
+NOT_READY = -32011  # the daemon is still loading (only for callers that do not wait)
 
-MAX_REQUEST_BYTES = 4 * 1024 * 1024   # one request line; larger ones get INVALID_REQUEST
+MAX_REQUEST_BYTES = 4 * 1024 * 1024  # one request line; larger ones get INVALID_REQUEST
 
 Handler = Callable[["DaemonContext", dict[str, Any]], Any]
 Schema = type[Request]
@@ -66,10 +68,10 @@ class RpcError(Exception):
 class RpcMethod:
     name: str
     handler: Handler
-    write: bool = False          # serialised behind the single write lock
-    wait_ready: bool = True      # wait for the initial load before running (False for status)
+    write: bool = False  # serialised behind the single write lock
+    wait_ready: bool = True  # wait for the initial load before running (False for status)
     doc: str = ""
-    partial_ok: bool = False     # reads that may answer from a cold build's first chunks (say so in status)
+    partial_ok: bool = False  # reads that may answer from a cold build's first chunks (say so in status)
     schema: Schema | None = None  # the request contract (services/schemas.py) params are validated with
 
 
@@ -89,9 +91,17 @@ class RpcRegistry:
     def __init__(self) -> None:
         self._methods: dict[str, RpcMethod] = {}
 
-    def register(self, name: str, handler: Handler, write: bool = False, *,
-                 wait_ready: bool = True, doc: str | None = None, partial_ok: bool = False,
-                 schema: Schema | None = None) -> None:
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        write: bool = False,
+        *,
+        wait_ready: bool = True,
+        doc: str | None = None,
+        partial_ok: bool = False,
+        schema: Schema | None = None,
+    ) -> None:
         """``partial_ok``: a read that may run while a cold build continues, on the memories indexed so far.
 
         ``schema``: the request model (``services/schemas.py``); params are validated with it before
@@ -99,9 +109,15 @@ class RpcRegistry:
         """
         if name in self._methods:
             raise ValueError(f"RPC method {name!r} is already registered")
-        self._methods[name] = RpcMethod(name, handler, write, wait_ready,
-                                        (doc if doc is not None else (handler.__doc__ or "")).strip(),
-                                        partial_ok and not write, schema)
+        self._methods[name] = RpcMethod(
+            name,
+            handler,
+            write,
+            wait_ready,
+            (doc if doc is not None else (handler.__doc__ or "")).strip(),
+            partial_ok and not write,
+            schema,
+        )
 
     def get(self, name: str) -> RpcMethod | None:
         return self._methods.get(name)
@@ -115,8 +131,7 @@ class RpcRegistry:
     def _lookup(self, method: str, params: Any) -> tuple[RpcMethod, dict[str, Any], Handler]:
         entry = self._methods.get(method)
         if entry is None:
-            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
-                           {"available": self.names()})
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}", {"available": self.names()})
         clean = normalise_params(params)
         client = None
         if CLIENT_PARAM in clean:
@@ -124,13 +139,13 @@ class RpcRegistry:
             client = clean.pop(CLIENT_PARAM)
         return entry, checked_params(entry, clean), _attributed(entry, client)
 
-    async def call(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
+    async def call(self, ctx: DaemonContext, method: str, params: Any = None) -> Any:
         """Run ``method`` in the daemon: reads on the read pool, writes behind the write lock.
 
         A ``workspace`` parameter names the workspace to run it on (see :func:`route_workspace`).
         """
         if method not in self._methods:
-            self._lookup(method, params)                  # method-not-found first
+            self._lookup(method, params)  # method-not-found first
         target, params = route_workspace(ctx, normalise_params(params))
         if target is not ctx:
             return await target.rpc.call(target, method, params)
@@ -148,7 +163,7 @@ class RpcRegistry:
                 raise
             return found
 
-    def call_sync(self, ctx: "DaemonContext", method: str, params: Any = None) -> Any:
+    def call_sync(self, ctx: DaemonContext, method: str, params: Any = None) -> Any:
         """Run ``method`` in the calling thread (in-process backend); writes still take the write lock."""
         if method in self._methods:
             _same, params = route_workspace(ctx, normalise_params(params), allow_other=False)
@@ -169,9 +184,10 @@ def _attributed(entry: RpcMethod, client: Any) -> Handler:
 
     actor = Actor(client=clean_client(client) or "unnamed client via socket", tool=entry.name)
 
-    def run(ctx: "DaemonContext", params: dict[str, Any]) -> Any:
+    def run(ctx: DaemonContext, params: dict[str, Any]) -> Any:
         with scope(actor):
             return entry.handler(ctx, params)
+
     return run
 
 
@@ -179,8 +195,7 @@ def _attributed(entry: RpcMethod, client: Any) -> Handler:
 FEDERATED_LOOKUPS = frozenset({"get_memory", "get_skill"})
 
 
-async def _federated_lookup(ctx: "DaemonContext", method: str, params: dict[str, Any],
-                            local: RpcError) -> Any:
+async def _federated_lookup(ctx: DaemonContext, method: str, params: dict[str, Any], local: RpcError) -> Any:
     """Ask the workspaces ``ctx`` federates (in order) for what it did not find; None if none has it.
 
     Only "not found" falls through: a local refusal that names what the thing is
@@ -204,8 +219,9 @@ async def _federated_lookup(ctx: "DaemonContext", method: str, params: dict[str,
     return None
 
 
-def route_workspace(ctx: "DaemonContext", params: dict[str, Any], *,
-                    allow_other: bool = True) -> tuple["DaemonContext", dict[str, Any]]:
+def route_workspace(
+    ctx: DaemonContext, params: dict[str, Any], *, allow_other: bool = True
+) -> tuple[DaemonContext, dict[str, Any]]:
     """The context a call runs on, and its params without ``workspace``.
 
     Any method takes ``workspace`` (a registered name): the per-user daemon runs
@@ -226,9 +242,15 @@ def route_workspace(ctx: "DaemonContext", params: dict[str, Any], *,
     target = holder.get(name) if holder is not None else None
     if target is None:
         served = sorted(c.name for c in holder.contexts() if c.name) if holder is not None else []
-        raise RpcError(INVALID_PARAMS, f"no workspace named {name!r} is served here"
-                       + (f" (served: {', '.join(served)})" if served else
-                          " (only the per-user daemon, `ctxos start`, serves several workspaces)"))
+        raise RpcError(
+            INVALID_PARAMS,
+            f"no workspace named {name!r} is served here"
+            + (
+                f" (served: {', '.join(served)})"
+                if served
+                else " (only the per-user daemon, `ctxos start`, serves several workspaces)"
+            ),
+        )
     return target, rest
 
 
@@ -244,12 +266,17 @@ def normalise_params(params: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- params
 
 _MISSING: Any = object()
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
-               list: "a list", dict: "an object"}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "an object",
+}
 
 
-def param(params: dict[str, Any], name: str, kind: type, default: Any = _MISSING, *,
-          allow_none: bool = False) -> Any:
+def param(params: dict[str, Any], name: str, kind: type, default: Any = _MISSING, *, allow_none: bool = False) -> Any:
     """Fetch and type-check one named parameter, raising INVALID_PARAMS with a clear message.
 
     ``bool`` is not accepted for ``int``/``float`` (JSON ``true`` is not a number),
@@ -274,11 +301,11 @@ def check_known(params: dict[str, Any], allowed: set[str] | frozenset[str]) -> N
     """Reject unknown parameter names (a typo should fail loudly, not be ignored)."""
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}",
-                       {"allowed": sorted(allowed)})
+        raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}", {"allowed": sorted(allowed)})
 
 
 # ---------------------------------------------------------------- messages
+
 
 def json_default(value: Any) -> Any:
     """Serialise the few non-JSON types handlers may return (dataclasses with ``to_dict``, paths, dates)."""
@@ -305,8 +332,12 @@ def encode_message(message: Any) -> bytes:
     fails here (and becomes an internal-error reply) instead of reaching a client
     as a line its parser rejects.
     """
-    return json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
+    return (
+        json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+            "utf-8", "backslashreplace"
+        )
+        + b"\n"
+    )
 
 
 def encode_reply(reply: Any) -> bytes:
@@ -320,8 +351,9 @@ def encode_reply(reply: Any) -> bytes:
             return b"[" + b",".join(items) + b"]\n"
         request_id = reply.get("id") if isinstance(reply, dict) else None
         log.exception("RPC reply for id %r is not JSON-serialisable", request_id)
-        return encode_message(error_response(request_id, RpcError(INTERNAL_ERROR, "internal error: "
-                                                                  "the result is not JSON-serialisable")))
+        return encode_message(
+            error_response(request_id, RpcError(INTERNAL_ERROR, "internal error: the result is not JSON-serialisable"))
+        )
 
 
 def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
@@ -340,7 +372,7 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-async def _handle_one(ctx: "DaemonContext", registry: RpcRegistry, request: Any) -> dict[str, Any] | None:
+async def _handle_one(ctx: DaemonContext, registry: RpcRegistry, request: Any) -> dict[str, Any] | None:
     if not isinstance(request, dict):
         return error_response(None, RpcError(INVALID_REQUEST, "a request must be a JSON object"))
     request_id = request.get("id")
@@ -378,8 +410,9 @@ def parse_message(payload: bytes | str) -> Any:
     try:
         text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
     except UnicodeDecodeError as exc:
-        raise RpcError(PARSE_ERROR, f"parse error: the request is not valid UTF-8 ({exc.reason} at byte "
-                                    f"{exc.start})") from None
+        raise RpcError(
+            PARSE_ERROR, f"parse error: the request is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
@@ -388,7 +421,7 @@ def parse_message(payload: bytes | str) -> Any:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
 
 
-async def handle_payload(ctx: "DaemonContext", registry: RpcRegistry, payload: bytes | str) -> Any:
+async def handle_payload(ctx: DaemonContext, registry: RpcRegistry, payload: bytes | str) -> Any:
     """Handle one raw message (a request or a batch); return the reply object, or None for notifications."""
     try:
         message = parse_message(payload)

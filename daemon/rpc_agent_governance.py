@@ -8,6 +8,7 @@ files, through the write gate, behind the daemon's write lock) and
 ``reject_proposal``. Thin adapters over ``services/flags.py`` and
 ``services/proposals.py``.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -22,13 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover
 TOPIC_HITS = 50
 
 
-def _memories(ctx: "DaemonContext") -> dict[str, Any]:
+def _memories(ctx: DaemonContext) -> dict[str, Any]:
     return dict(ctx.engine.store.memories)
 
 
-def _topic_ids(ctx: "DaemonContext", topic: str) -> dict[str, float]:
+def _topic_ids(ctx: DaemonContext, topic: str) -> dict[str, float]:
     """Memories about ``topic`` by BM25 (the index the query path uses), best first."""
     from ctxos.services.index import analyze
+
     words = [w for w in topic.split() if analyze(w)]
     if not words:
         return {}
@@ -36,10 +38,11 @@ def _topic_ids(ctx: "DaemonContext", topic: str) -> dict[str, float]:
     return {h.id: h.score for h in hits}
 
 
-def review(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def review(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Governance findings about a topic (memories matching it by BM25), or all; with pending proposals."""
     from ctxos.services.governance import governance_report
     from ctxos.services.proposals import list_proposals
+
     topic, limit = (params.get("topic") or "").strip(), params["limit"]
     findings = [f.to_dict() for f in governance_report(ctx.engine).findings]
     matched: dict[str, float] = {}
@@ -48,16 +51,24 @@ def review(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
         findings = [f for f in findings if any(i in matched for i in f["ids"])]
         findings.sort(key=lambda f: -max(matched.get(i, 0.0) for i in f["ids"]))
     memories = _memories(ctx)
-    proposals = [{k: p[k] for k in ("id", "ids", "l0", "by", "origin", "stale", "created_at", "finding")}
-                 for p in list_proposals(ctx.engine.root, memories)
-                 if not topic or any(i in matched for i in p["ids"])]
-    return {"topic": topic or None, "matched_ids": list(matched)[:20], "total": len(findings),
-            "findings": findings[:limit], "proposals": proposals}
+    proposals = [
+        {k: p[k] for k in ("id", "ids", "l0", "by", "origin", "stale", "created_at", "finding")}
+        for p in list_proposals(ctx.engine.root, memories)
+        if not topic or any(i in matched for i in p["ids"])
+    ]
+    return {
+        "topic": topic or None,
+        "matched_ids": list(matched)[:20],
+        "total": len(findings),
+        "findings": findings[:limit],
+        "proposals": proposals,
+    }
 
 
-def flag(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def flag(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Put a memory in the person's governance queue (stale, wrong, duplicate, conflict); the memory is not changed."""
     from ctxos.services.flags import FlagError, flag_memory
+
     memory_id = params["id"]
     memory = ctx.engine.get_memory(memory_id)
     if memory is None:
@@ -70,14 +81,23 @@ def flag(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     return stored
 
 
-def propose_merge(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def propose_merge(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Store a merge proposal (kept outside the served memory) for a person to accept or reject."""
     from ctxos.services.proposals import ProposalError, create_proposal, describe
+
     memories = _memories(ctx)
     try:
-        proposal = create_proposal(ctx.engine.root, memories, params["ids"], params["merged_text"], params["l0"],
-                                   by=params["by"], origin=params["origin"], finding=params.get("finding"),
-                                   note=params["note"])
+        proposal = create_proposal(
+            ctx.engine.root,
+            memories,
+            params["ids"],
+            params["merged_text"],
+            params["l0"],
+            by=params["by"],
+            origin=params["origin"],
+            finding=params.get("finding"),
+            note=params["note"],
+        )
     except ProposalError as exc:
         code = NOT_FOUND if str(exc).startswith("no memory") else INVALID_PARAMS
         raise RpcError(code, str(exc)) from None
@@ -85,35 +105,38 @@ def propose_merge(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any
     return describe(proposal, memories, diffs=True)
 
 
-def proposals(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def proposals(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Merge proposals waiting for a person (``all``: decided ones too), each marked stale or not."""
     from ctxos.services.proposals import list_proposals
+
     items = list_proposals(ctx.engine.root, _memories(ctx), include_decided=params["all"], diffs=params["diffs"])
-    return {"proposals": items, "count": len(items),
-            "pending": sum(1 for p in items if p["status"] == "pending")}
+    return {"proposals": items, "count": len(items), "pending": sum(1 for p in items if p["status"] == "pending")}
 
 
-def _load(ctx: "DaemonContext", proposal_id: str) -> Any:
+def _load(ctx: DaemonContext, proposal_id: str) -> Any:
     from ctxos.services.proposals import ProposalError, load_proposal
+
     try:
         return load_proposal(ctx.engine.root, proposal_id)
     except ProposalError as exc:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
 
-def proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def proposal(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """One proposal with a unified diff from each source's current text to the merged text."""
     from ctxos.services.proposals import describe
+
     return describe(_load(ctx, params["id"]), _memories(ctx), diffs=True)
 
 
-def accept_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def accept_proposal(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """A person accepts: the merged memory is written through the write gate, the other sources archived."""
     from ctxos.services.engine import ChangeSummary
     from ctxos.services.proposals import ProposalError, accept
     from ctxos.services.writes import WriteConflict, WriteRefused
+
     proposal_id = params["id"]
-    _load(ctx, proposal_id)                                   # NOT_FOUND before anything else
+    _load(ctx, proposal_id)  # NOT_FOUND before anything else
     try:
         result, touched = accept(ctx.engine, proposal_id)
     except ProposalError as exc:
@@ -126,10 +149,11 @@ def accept_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, A
     return result
 
 
-def reject_proposal(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def reject_proposal(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """A person rejects a proposal; no memory changes."""
     from ctxos.services.proposals import reject
     from ctxos.services.writes import WriteRefused
+
     proposal_id = params["id"]
     _load(ctx, proposal_id)
     try:

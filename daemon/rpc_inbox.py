@@ -5,6 +5,7 @@ Thin adapters over ``services/inbox.py``, like the other method modules.
 so it is serialised with every other write, and it publishes the engine's change
 summary (router files, communities and the web view follow).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -17,17 +18,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
 
-def inbox(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def inbox(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Files waiting in ``inbox/``, each with the one line it would get (or why it cannot be promoted)."""
     from ctxos.services.inbox import list_inbox
+
     items = list_inbox(ctx.engine.root, ctx.engine.config)
     return {"items": [item.to_dict() for item in items], "count": len(items)}
 
 
-def promote(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def promote(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Move an inbox file into the ontology folder of ``type``, its frontmatter filled in (write gate)."""
     from ctxos.services.inbox import promote as run
     from ctxos.services.write_gate import WriteRefused
+
     name, kind = params["path"], params["type"]
     engine = ctx.engine
     try:

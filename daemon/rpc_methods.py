@@ -7,6 +7,7 @@ write thread behind the write lock for ``write=True``). The same functions
 serve the daemon's socket, HTTP (through ``ctx.rpc``), MCP and the CLI's
 in-process fallback, so every front end gets identical answers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,22 +23,24 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
-
 def _write_refused(exc: Exception) -> RpcError:
     """A safety rule said no: WRITE_REFUSED, flagged as a conflict when it is about versions."""
     from ctxos.services.writes import WriteConflict
+
     is_conflict = isinstance(exc, WriteConflict)
     return RpcError(WRITE_REFUSED, str(exc), {"reason": "conflict" if is_conflict else "refused"})
 
 
 def _refusal_types() -> tuple[type[Exception], ...]:
     from ctxos.services.writes import WriteRefused
+
     return (WriteRefused,)
 
 
 # ---------------------------------------------------------------- status
 
-def status(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+
+def status(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Daemon and index state: pid, uptime, workspace, memories, invalid files, pending events, index lag, jobs."""
     data = ctx.daemon_status()
     watcher = data.get("watcher") or {}
@@ -57,7 +60,7 @@ def status(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _engine_status(ctx: "DaemonContext") -> dict[str, Any]:
+def _engine_status(ctx: DaemonContext) -> dict[str, Any]:
     """``engine.status()``, which reads index files that a concurrent commit may just have replaced:
     retried, and at worst reported as an error inside the section, so ``status`` itself always answers."""
     for attempt in range(3):
@@ -71,34 +74,38 @@ def _engine_status(ctx: "DaemonContext") -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the one query path
 
-def _run_query(ctx: "DaemonContext", params: dict[str, Any], record_access: bool) -> dict[str, Any]:
+
+def _run_query(ctx: DaemonContext, params: dict[str, Any], record_access: bool) -> dict[str, Any]:
     """``params`` checked by ``schemas.ContextRequest``; an unknown intent is the query path's to refuse."""
     from ctxos.services.query import QueryError
+
     try:
-        context = ctx.engine.execute_context_query(params["query"], params.get("budget_tokens"),
-                                                   params.get("intent") or None, record_access=record_access)
+        context = ctx.engine.execute_context_query(
+            params["query"], params.get("budget_tokens"), params.get("intent") or None, record_access=record_access
+        )
         result = context.to_dict()
     except QueryError as exc:  # an unknown intent or a bad budget: the caller's mistake
         raise RpcError(INVALID_PARAMS, str(exc)) from None
     result["token_counter"] = getattr(ctx.engine.counter, "name", type(ctx.engine.counter).__name__)
-    for chosen in context.selected:       # remember what was served (see Engine.note_served)
+    for chosen in context.selected:  # remember what was served (see Engine.note_served)
         memory = ctx.engine.store.get(chosen.id)
         if memory is not None:
             ctx.engine.note_served(memory)
     return result
 
 
-def get_context(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def get_context(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """The context for a query within a token budget (records the access: this is what agents load)."""
     return _run_query(ctx, params, record_access=True)
 
 
-def simulate(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def simulate(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Exactly ``get_context``, without recording an access (a person trying queries).
 
     Each selected memory also names its community (``community``, ``community_name``), for the page.
     """
     from ctxos.services.communities import community_of_memory
+
     result = _run_query(ctx, params, record_access=False)
     names = community_of_memory(ctx.engine, [s["id"] for s in result.get("selected", [])])
     for selected in result.get("selected", []):
@@ -108,7 +115,8 @@ def simulate(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- memories
 
-def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+
+def get_memory(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """One memory with its text; ``tier`` (L0/L1/L2) adds ``text`` rendered at that tier."""
     memory_id, tier = params["id"], params.get("tier")
     memory = ctx.engine.get_memory(memory_id)
@@ -121,16 +129,20 @@ def get_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def list_memories(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def list_memories(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Every memory's metadata (no text), optionally of one ``type``; ``invalid`` lists skipped files."""
     kind, limit, offset = params.get("type"), params.get("limit"), params["offset"]
     memories = ctx.engine.list_memories(kind)
-    page = memories[offset:offset + limit if limit is not None else None]
-    return {"memories": [m.to_dict(include_text=False) for m in page], "total": len(memories),
-            "count": len(page), "invalid": len(ctx.engine.invalid_files())}
+    page = memories[offset : offset + limit if limit is not None else None]
+    return {
+        "memories": [m.to_dict(include_text=False) for m in page],
+        "total": len(memories),
+        "count": len(page),
+        "invalid": len(ctx.engine.invalid_files()),
+    }
 
 
-def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def get_skill(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """A skill in full, by its exact id, file name or title (any case); never a near miss.
 
     Not found, not a skill, or ambiguous: NOT_FOUND with ``data.reason`` and
@@ -147,21 +159,28 @@ def get_skill(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     return {**match.memory.to_dict(include_text=True), "matched": True, "matched_by": match.matched_by}
 
 
-def doctor(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def doctor(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Files that were skipped, each with its reason, a broken ``_config.yaml`` if any, and memories whose
     L1 can never fit the default budget (``never_load_at_l1``)."""
     from ctxos.services.save_warnings import never_at_l1
+
     invalid = ctx.engine.invalid_files()
     plan, never = never_at_l1(ctx.engine)
-    return {"invalid": [f.to_dict() for f in invalid], "count": len(invalid),
-            "config_error": getattr(ctx.config, "error", None),
-            "problems": list(getattr(ctx.engine, "problems", []) or []), "memories": len(ctx.engine.store),
-            "l1_budget": plan.to_dict(), "never_load_at_l1": never}
+    return {
+        "invalid": [f.to_dict() for f in invalid],
+        "count": len(invalid),
+        "config_error": getattr(ctx.config, "error", None),
+        "problems": list(getattr(ctx.engine, "problems", []) or []),
+        "memories": len(ctx.engine.store),
+        "l1_budget": plan.to_dict(),
+        "never_load_at_l1": never,
+    }
 
 
 # ---------------------------------------------------------------- writes
 
-def save_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+
+def save_memory(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Create or update a memory through the write rules; indexed before it returns."""
     fields = dict(params)
     # Runs behind the write lock, so "did it exist before" cannot change under us.
@@ -172,15 +191,20 @@ def save_memory(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
         raise _write_refused(exc) from None
     data = saved.to_dict(include_text=False)
     # "created" is whether this call created the memory; the frontmatter date goes to "created_on".
-    result = {**data, "created_on": data.get("created"), "created": not existed,
-              "warnings": _save_warnings(ctx, saved, fields.get("l0"))}
+    result = {
+        **data,
+        "created_on": data.get("created"),
+        "created": not existed,
+        "warnings": _save_warnings(ctx, saved, fields.get("l0")),
+    }
     _publish(ctx, updated=[saved.id], paths=[saved.rel_path])
     return result
 
 
-def _save_warnings(ctx: "DaemonContext", saved: Any, raw_l0: str | None) -> list[dict[str, Any]]:
+def _save_warnings(ctx: DaemonContext, saved: Any, raw_l0: str | None) -> list[dict[str, Any]]:
     """The budget guard's advice on a saved memory (services/save_warnings.py); never fails the save."""
     from ctxos.services.save_warnings import save_warnings
+
     try:
         return [w.to_dict() for w in save_warnings(ctx.engine, saved, raw_l0=raw_l0)]
     except Exception:  # noqa: BLE001 - the memory is saved; advice is best effort
@@ -188,7 +212,7 @@ def _save_warnings(ctx: "DaemonContext", saved: Any, raw_l0: str | None) -> list
         return []
 
 
-def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def log_session(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Append a timestamped line to today's session log."""
     event, details = params["event"], params.get("details")
     try:
@@ -200,23 +224,23 @@ def log_session(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
     return {"path": str(rel_path), "event": event, "id": memory.id if memory else None}
 
 
-def reindex(ctx: "DaemonContext", params: dict[str, Any]) -> dict[str, Any]:
+def reindex(ctx: DaemonContext, params: dict[str, Any]) -> dict[str, Any]:
     """Compare files with the index and apply the difference; ``full: true`` rebuilds the index from scratch."""
     full = params["full"]
     summary = ctx.engine.rebuild_index() if full else ctx.engine.reconcile()
     if getattr(summary, "changed", False):
         ctx.publish_change(summary)
-    return {"full": full, **summary.to_dict(), "indexed": len(ctx.engine.index),
-            "index": ctx.engine.index.info()}
+    return {"full": full, **summary.to_dict(), "indexed": len(ctx.engine.index), "index": ctx.engine.index.info()}
 
 
-def _publish(ctx: "DaemonContext", *, updated: list[str], paths: list[str]) -> None:
+def _publish(ctx: DaemonContext, *, updated: list[str], paths: list[str]) -> None:
     """Tell change listeners (router, web view) about a write made through RPC.
 
     The engine indexed the file itself, so when the watcher sees the write it
     finds nothing new and stays quiet: this is the one notification for it.
     """
     from ctxos.services.engine import ChangeSummary
+
     ctx.publish_change(ChangeSummary(updated=list(updated), paths=list(paths)))
 
 

@@ -6,6 +6,7 @@ user) because Unix socket paths are limited to 104 (macOS) / 108 (Linux)
 bytes, and a workspace path can be arbitrarily long; the lock, pid file and
 logs live under ``.ctxos/`` so they belong to exactly one workspace.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -22,6 +22,7 @@ After each batch of file changes (``ctx.add_change_listener``), community
 recompute and router regeneration run once, ``schedule.after_change_delay``
 seconds after the last change of a burst (debounced).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .context import DaemonContext
@@ -37,34 +38,43 @@ from .context import DaemonContext
 log = logging.getLogger("ctxos.daemon.scheduler")
 
 DEFAULT_INTERVAL_S = 3600.0
-RECENT_RUNS = 10           # start times (epoch s) kept per job in status
-WAKE_JUMP_S = 5.0          # wall clock ahead of the monotonic clock by more than this: we slept
+RECENT_RUNS = 10  # start times (epoch s) kept per job in status
+WAKE_JUMP_S = 5.0  # wall clock ahead of the monotonic clock by more than this: we slept
 
 
 # --- the jobs: plain functions of the engine, run on worker threads ---------------------
 
+
 def job_governance(engine: Any) -> dict[str, Any]:
     from ctxos.services.governance import governance_report
+
     report = governance_report(engine)
     return {"findings": len(report.findings), "counts": report.counts(), "elapsed_ms": round(report.elapsed_ms, 1)}
 
 
 def job_communities(engine: Any) -> dict[str, Any]:
     from ctxos.services.communities import refresh_communities
+
     cmap, recomputed = refresh_communities(engine)
-    return {"recomputed": recomputed, "communities": len(cmap.sizes), "nodes": cmap.node_count,
-            "edges": cmap.edge_count}
+    return {
+        "recomputed": recomputed,
+        "communities": len(cmap.sizes),
+        "nodes": cmap.node_count,
+        "edges": cmap.edge_count,
+    }
 
 
 def job_scratch_expiry(engine: Any) -> dict[str, Any]:
     if not engine.config.get("governance.scratch_auto_archive", True):
         return {"archived": [], "disabled": True}
     from ctxos.services.governance import expire_scratch
+
     return {"archived": [item["archived"] for item in expire_scratch(engine)]}
 
 
 def job_router(engine: Any) -> dict[str, Any]:
     from ctxos.services.router import regenerate_router
+
     report = regenerate_router(engine)
     return {"written": report.written, "counts": report.to_dict()["counts"]}
 
@@ -74,6 +84,7 @@ def job_git_sync(engine: Any) -> dict[str, Any]:
     indexes what the pull brought. Runs behind the write lock (and the cross-process one)."""
     from ctxos.services.history.sync import sync
     from ctxos.services.writes import write_lock
+
     with write_lock(engine.root):
         return sync(engine.root, engine.config.get("history.git_remote") or None).to_dict()
 
@@ -85,22 +96,25 @@ def git_sync_interval(config: Any) -> float:
     return float(config.get("history.git_sync_interval", 900))
 
 
-def _attributed(spec: "JobSpec") -> Callable[[Any], dict[str, Any]]:
+def _attributed(spec: JobSpec) -> Callable[[Any], dict[str, Any]]:
     """The job, with its writes (archived scratch, router files) committed as one history entry."""
+
     def run(engine: Any) -> dict[str, Any]:
         from ctxos.services.history import Actor, scope
+
         with scope(Actor(client="scheduler", tool=f"{spec.name} job")):
             return spec.run(engine)
+
     return run
 
 
 @dataclass(frozen=True)
 class JobSpec:
     name: str
-    config_key: str                      # schedule.<key> interval in seconds
+    config_key: str  # schedule.<key> interval in seconds
     run: Callable[[Any], dict[str, Any]]
-    writes: bool                         # True: behind the daemon's write lock
-    interval_of: Callable[[Any], float] | None = None   # the interval from the config, when not schedule.<key>
+    writes: bool  # True: behind the daemon's write lock
+    interval_of: Callable[[Any], float] | None = None  # the interval from the config, when not schedule.<key>
 
 
 JOBS: tuple[JobSpec, ...] = (
@@ -120,7 +134,7 @@ START_JOBS: tuple[str, ...] = ("scratch_expiry", "communities", "router")
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
 
 
 class SchedulerComponent:
@@ -147,15 +161,27 @@ class SchedulerComponent:
         loop = asyncio.get_running_loop()
         jobs_status: dict[str, Any] = ctx.status_extra.setdefault("jobs", {})
         self.scheduler = AsyncIOScheduler(
-            event_loop=loop, timezone=timezone.utc,
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+            event_loop=loop,
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
         for spec in JOBS:
             self._locks[spec.name] = asyncio.Lock()
             interval = self._interval(spec)
-            jobs_status[spec.name] = {"interval_s": interval, "runs": 0, "failures": 0, "last_run": None,
-                                      "last_ok": None, "last_error": None, "last_result": None,
-                                      "last_duration_ms": None, "last_trigger": None, "next_run": None,
-                                      "running": False, "recent_starts": []}
+            jobs_status[spec.name] = {
+                "interval_s": interval,
+                "runs": 0,
+                "failures": 0,
+                "last_run": None,
+                "last_ok": None,
+                "last_error": None,
+                "last_result": None,
+                "last_duration_ms": None,
+                "last_trigger": None,
+                "next_run": None,
+                "running": False,
+                "recent_starts": [],
+            }
             if interval > 0:
                 self._add(spec.name, interval)
         self.scheduler.start()
@@ -165,8 +191,12 @@ class SchedulerComponent:
         self._arm_wake_check()
         # Once loaded: expire scratch, bring communities and router files up to date (cheap when unchanged).
         self._spawn(self._after_ready())
-        log.info("scheduler started: %s", ", ".join(
-            f"{s.name} every {self._interval(s):g}s" if self._interval(s) > 0 else f"{s.name} off" for s in JOBS))
+        log.info(
+            "scheduler started: %s",
+            ", ".join(
+                f"{s.name} every {self._interval(s):g}s" if self._interval(s) > 0 else f"{s.name} off" for s in JOBS
+            ),
+        )
 
     def _history_status(self) -> dict[str, Any]:
         """History mode and counters (commits, journal entries, failures), for ``ctxos status``."""
@@ -243,7 +273,7 @@ class SchedulerComponent:
             record["last_run"] = _iso(started)
             record["last_trigger"] = trigger
             record["running"] = True
-            record["recent_starts"] = [*record.get("recent_starts", [])[-(RECENT_RUNS - 1):], round(started, 3)]
+            record["recent_starts"] = [*record.get("recent_starts", [])[-(RECENT_RUNS - 1) :], round(started, 3)]
             try:
                 runner = ctx.run_write if spec.writes else ctx.run_background
                 result = await runner(_attributed(spec), ctx.engine)

@@ -31,6 +31,7 @@ Design, and why:
   D-Bus directly (``tray_notify``). Its click, redraw and stop problems are
   worked around in ``tray_xorg``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,15 @@ import sys
 import threading
 import time
 import webbrowser
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .tray_icon import Band, UNKNOWN, draw_icon, health_band
+from .tray_icon import UNKNOWN, Band, draw_icon, health_band
+from .tray_notify import NOTIFY_KINDS, SEEN_FILE, DBusNotifier, FindingNotifier, NotificationSink, SeenStore
 from .tray_xorg import XorgAssist, is_xorg_icon
-from .tray_notify import (NOTIFY_KINDS, SEEN_FILE, DBusNotifier, FindingNotifier, NotificationSink,
-                          SeenStore)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -62,10 +63,10 @@ log = logging.getLogger("ctxos.daemon.tray")
 
 METHOD_NOT_FOUND = -32601
 CALL_TIMEOUT_S = 60.0
-SHOW_TIMEOUT_S = 15.0          # import pystray + dock the icon
+SHOW_TIMEOUT_S = 15.0  # import pystray + dock the icon
 STOP_TIMEOUT_S = 5.0
-PROBE_INTERVAL_S = 5.0         # process mode: how often the child asks `status` whether files changed
-READY_PREFIX = "ctxos-tray:"   # the child's first stdout line: "ctxos-tray: shown" or "ctxos-tray: failed: why"
+PROBE_INTERVAL_S = 5.0  # process mode: how often the child asks `status` whether files changed
+READY_PREFIX = "ctxos-tray:"  # the child's first stdout line: "ctxos-tray: shown" or "ctxos-tray: failed: why"
 
 
 # ---------------------------------------------------------------------------- settings
@@ -82,7 +83,7 @@ class TraySettings:
     mode: str = "auto"
 
     @classmethod
-    def from_config(cls, config: Any) -> "TraySettings":
+    def from_config(cls, config: Any) -> TraySettings:
         base = cls()
 
         def get(key: str, default: Any) -> Any:
@@ -126,7 +127,7 @@ class TrayBackend(Protocol):
 class LoopBackend:
     """In-process: run RPC methods on the daemon's loop from the tray's threads."""
 
-    def __init__(self, ctx: "DaemonContext", loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, ctx: DaemonContext, loop: asyncio.AbstractEventLoop) -> None:
         self.ctx = ctx
         self.loop = loop
 
@@ -173,11 +174,11 @@ class TrayState:
     http_url: str | None = None
     pid: int | None = None
     error: str | None = None
-    config_error: str | None = None      # "_config.yaml line 3: ..." while the file is broken
+    config_error: str | None = None  # "_config.yaml line 3: ..." while the file is broken
     refreshed_at: float | None = None
     # The per-user daemon's workspaces (status "workspaces.items"): name, state, memories, http.
     workspaces: list[dict[str, Any]] = field(default_factory=list)
-    indexing: str | None = None       # "indexing 2,000 of 10,000" while the daemon builds its index
+    indexing: str | None = None  # "indexing 2,000 of 10,000" while the daemon builds its index
 
     def title(self) -> str:
         if self.error:
@@ -216,19 +217,19 @@ class TrayApp:
     root: Path
     backend: TrayBackend
     settings: TraySettings = field(default_factory=TraySettings)
-    settings_source: Callable[[], TraySettings] | None = None   # re-read on each refresh (config reloads)
-    on_quit: Callable[[], None] | None = None     # extra cleanup after asking the daemon to stop
+    settings_source: Callable[[], TraySettings] | None = None  # re-read on each refresh (config reloads)
+    on_quit: Callable[[], None] | None = None  # extra cleanup after asking the daemon to stop
     state: TrayState = field(default_factory=TrayState)
     icon: Any = None
     notifier: FindingNotifier | None = None
     sink: NotificationSink | None = None
-    xorg: XorgAssist | None = None        # set once an xorg icon is docked (see tray_xorg)
-    actions: list[str] = field(default_factory=list)   # what the menu did (status, tests)
+    xorg: XorgAssist | None = None  # set once an xorg icon is docked (see tray_xorg)
+    actions: list[str] = field(default_factory=list)  # what the menu did (status, tests)
 
     def __post_init__(self) -> None:
         self._refresh_lock = threading.Lock()
-        self.closing = False    # set before the icon stops: updating a stopped xorg icon would block
-        self._shown_look: tuple[Band, bool] = (UNKNOWN, False)   # what build_icon drew
+        self.closing = False  # set before the icon stops: updating a stopped xorg icon would block
+        self._shown_look: tuple[Band, bool] = (UNKNOWN, False)  # what build_icon drew
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-tray-action")
 
     # ------------------------------------------------------------ pystray objects
@@ -248,18 +249,30 @@ class TrayApp:
             info(lambda: f"Health score: {'...' if s.score is None else s.score} ({s.band.name})"),
             info(lambda: f"Decay findings: {s.decay}"),
             info(lambda: f"Conflict findings: {s.conflict}"),
-            item(lambda _i: f"Config error: {s.config_error}", None, enabled=False,
-                 visible=lambda _i: bool(s.config_error)),
+            item(
+                lambda _i: f"Config error: {s.config_error}",
+                None,
+                enabled=False,
+                visible=lambda _i: bool(s.config_error),
+            ),
             menu.SEPARATOR,
-            item("Open web view", act("open_web_view", self.do_open_web_view), default=True,
-                 enabled=lambda _i: bool(s.http_url)),
+            item(
+                "Open web view",
+                act("open_web_view", self.do_open_web_view),
+                default=True,
+                enabled=lambda _i: bool(s.http_url),
+            ),
             item("Open workspace folder", act("open_workspace", self.do_open_workspace)),
             # The per-user daemon serves several workspaces: one line each, a click opens its page.
-            item("Workspaces", menu(lambda: tuple(self._workspace_items(item))),
-                 visible=lambda _i: len(s.workspaces) > 1),
+            item(
+                "Workspaces", menu(lambda: tuple(self._workspace_items(item))), visible=lambda _i: len(s.workspaces) > 1
+            ),
             item("Regenerate router files", act("regenerate_router", self.do_regenerate_router)),
-            item(lambda _i: "Resume watching" if s.paused else "Pause watching",
-                 act("toggle_pause", self.do_toggle_pause), enabled=lambda _i: s.pause_supported),
+            item(
+                lambda _i: "Resume watching" if s.paused else "Pause watching",
+                act("toggle_pause", self.do_toggle_pause),
+                enabled=lambda _i: s.pause_supported,
+            ),
             menu.SEPARATOR,
             item("Quit AI Context OS", act("quit", self.do_quit)),
         )
@@ -345,7 +358,7 @@ class TrayApp:
         try:
             look = (self.state.band, self.state.paused)
             title = self.state.title()
-            if self.xorg is not None:   # pystray's xorg backend: never its connection from this thread
+            if self.xorg is not None:  # pystray's xorg backend: never its connection from this thread
                 if look != self._shown_look:
                     self.xorg.set_image(draw_icon(*look))
                 if title != icon.title:
@@ -386,8 +399,9 @@ class TrayApp:
         if not url:
             log.info("tray: the web view is off (daemon started with --no-http)")
             return None
-        link = str((self.backend.call("web_login", {"workspace": workspace} if workspace else {}) or {}).get("url")
-                   or "")
+        link = str(
+            (self.backend.call("web_login", {"workspace": workspace} if workspace else {}) or {}).get("url") or ""
+        )
         if not link:
             raise RuntimeError("the daemon gave no web view link")
         webbrowser.open(link)
@@ -402,8 +416,14 @@ class TrayApp:
         program = shutil.which(command[0])
         if program is None:
             raise RuntimeError(f"{command[0]} not found; the workspace is {target}")
-        subprocess.run([program, *command[1:], target], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=30, check=False)
+        subprocess.run(
+            [program, *command[1:], target],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
         return target
 
     def do_regenerate_router(self) -> Any:
@@ -463,7 +483,7 @@ class TrayRunner:
         # counter from `status`) every PROBE_INTERVAL_S and refresh when it moves.
         self.change_probe = change_probe
         self._last_probe: Any = None
-        self.outcome: str | None = None     # "shown" or "failed: ..."
+        self.outcome: str | None = None  # "shown" or "failed: ..."
         self.backend_name: str | None = None
         self._shown = threading.Event()
         self._wake = threading.Event()
@@ -501,7 +521,7 @@ class TrayRunner:
         try:
             icon.visible = True
             if is_xorg_icon(icon):
-                self.app.xorg = XorgAssist(icon, on_click=lambda: icon())   # icon(): the default menu item
+                self.app.xorg = XorgAssist(icon, on_click=lambda: icon())  # icon(): the default menu item
                 if not self.app.xorg.ensure_embedded():
                     raise RuntimeError("the system tray on this display did not embed the icon")
         except Exception as exc:  # noqa: BLE001 - e.g. xorg with no system tray on the display
@@ -571,13 +591,13 @@ class TrayRunner:
         self._stopping.set()
         self._wake.set()
         self.app.closing = True
-        with self.app._refresh_lock:   # let a refresh in progress finish its icon update first
+        with self.app._refresh_lock:  # let a refresh in progress finish its icon update first
             pass
         icon = self.app.icon
         if icon is not None and self.outcome == "shown":
             try:
                 if self.app.xorg is not None:
-                    self.app.xorg.destroy()   # pystray's loop ends on its window's DestroyNotify
+                    self.app.xorg.destroy()  # pystray's loop ends on its window's DestroyNotify
                 else:
                     icon.stop()
             except Exception as exc:  # noqa: BLE001
@@ -611,7 +631,7 @@ class TrayComponent:
     name = "tray"
 
     def __init__(self) -> None:
-        self.ctx: "DaemonContext | None" = None
+        self.ctx: DaemonContext | None = None
         self.runner: TrayRunner | None = None
         self.thread: threading.Thread | None = None
         self.child: asyncio.subprocess.Process | None = None
@@ -619,7 +639,7 @@ class TrayComponent:
         self._stopping = False
         self._info: dict[str, Any] = {"shown": False}
 
-    async def start(self, ctx: "DaemonContext") -> None:
+    async def start(self, ctx: DaemonContext) -> None:
         self.ctx = ctx
         ctx.add_status_provider("tray", self.status)
         wanted = getattr(ctx.options, "tray", None)
@@ -639,10 +659,11 @@ class TrayComponent:
         else:
             await self._start_thread(ctx, settings)
 
-    async def _start_thread(self, ctx: "DaemonContext", settings: TraySettings) -> None:
+    async def _start_thread(self, ctx: DaemonContext, settings: TraySettings) -> None:
         loop = asyncio.get_running_loop()
-        app = TrayApp(ctx.root, LoopBackend(ctx, loop), settings,
-                      settings_source=lambda: TraySettings.from_config(ctx.config))
+        app = TrayApp(
+            ctx.root, LoopBackend(ctx, loop), settings, settings_source=lambda: TraySettings.from_config(ctx.config)
+        )
         self.runner = runner = TrayRunner(app)
         self.thread = threading.Thread(target=runner.run_icon, name="ctxos-tray", daemon=True)
         self.thread.start()
@@ -654,17 +675,21 @@ class TrayComponent:
             self.runner = None
             return
         ctx.add_change_listener(self._on_change)
-        log.info("tray: icon shown (pystray backend %s, notifications via %s)",
-                 runner.backend_name, app.sink.channel if app.sink else "none")
+        log.info(
+            "tray: icon shown (pystray backend %s, notifications via %s)",
+            runner.backend_name,
+            app.sink.channel if app.sink else "none",
+        )
 
-    async def _start_process(self, ctx: "DaemonContext") -> None:
+    async def _start_process(self, ctx: DaemonContext) -> None:
         argv = [sys.executable, "-m", "ctxos.daemon.tray", "--workspace", str(ctx.root)]
         self.child = child = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None)
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None
+        )
         try:
             assert child.stdout is not None
             line = await asyncio.wait_for(child.stdout.readline(), SHOW_TIMEOUT_S + 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             line = b""
         outcome = line.decode("utf-8", "replace").strip().removeprefix(READY_PREFIX).strip() or "failed: no answer"
         if outcome != "shown":
@@ -690,14 +715,14 @@ class TrayComponent:
         if child is None or child.returncode is not None:
             return
         if child.stdin is not None:
-            child.stdin.close()       # EOF on stdin tells the child to stop
+            child.stdin.close()  # EOF on stdin tells the child to stop
         try:
             await asyncio.wait_for(child.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             child.terminate()
             try:
                 await asyncio.wait_for(child.wait(), STOP_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 child.kill()
                 await child.wait()
 
@@ -738,7 +763,9 @@ def process_main(argv: list[str] | None = None) -> int:
     Prints one ``ctxos-tray: shown`` / ``ctxos-tray: failed: ...`` line for the
     parent, then runs until stdin reaches EOF (the daemon stopping or dying) or Quit.
     """
-    parser = argparse.ArgumentParser(prog="ctxos-tray", description="AI Context OS tray icon (talks to the daemon's socket)")
+    parser = argparse.ArgumentParser(
+        prog="ctxos-tray", description="AI Context OS tray icon (talks to the daemon's socket)"
+    )
     parser.add_argument("--workspace", "-w", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -746,8 +773,12 @@ def process_main(argv: list[str] | None = None) -> int:
     from ctxos.services.config import load_config
 
     backend = SocketBackend(root)
-    app = TrayApp(root, backend, TraySettings.from_config(load_config(root)),
-                  settings_source=lambda: TraySettings.from_config(load_config(root)))
+    app = TrayApp(
+        root,
+        backend,
+        TraySettings.from_config(load_config(root)),
+        settings_source=lambda: TraySettings.from_config(load_config(root)),
+    )
     runner = TrayRunner(app, change_probe=lambda: ((backend.call("status") or {}).get("watcher") or {}).get("batches"))
     app.on_quit = runner.stop
 
@@ -755,12 +786,12 @@ def process_main(argv: list[str] | None = None) -> int:
         outcome = runner.wait_shown()
         print(f"{READY_PREFIX} {outcome}", flush=True)
         if outcome == "shown":
-            sys.stdin.read()        # blocks until the daemon closes our stdin (or dies)
+            sys.stdin.read()  # blocks until the daemon closes our stdin (or dies)
             runner.stop()
 
     announcer = threading.Thread(target=announce, name="ctxos-tray-parent", daemon=True)
     announcer.start()
-    runner.run_icon()               # this thread owns the UI: what pystray requires on macOS
+    runner.run_icon()  # this thread owns the UI: what pystray requires on macOS
     if runner.outcome != "shown":
         announcer.join(STOP_TIMEOUT_S)  # make sure the parent hears why before we exit
     app.close()

@@ -4,6 +4,7 @@ Kept apart from the tray so it can be drawn and checked without a display.
 Bands are deliberately coarse (three plus "unknown"): a colour change should
 mean "look at this", not flicker with every point of the score.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ DEFAULT_GOOD_FROM = 75
 DEFAULT_FAIR_FROM = 50
 
 
-def health_band(score: float | None, good_from: float = DEFAULT_GOOD_FROM, fair_from: float = DEFAULT_FAIR_FROM) -> Band:
+def health_band(
+    score: float | None, good_from: float = DEFAULT_GOOD_FROM, fair_from: float = DEFAULT_FAIR_FROM
+) -> Band:
     """The band of a 0-100 health score; ``None`` (no score yet) is UNKNOWN."""
     if score is None:
         return UNKNOWN
@@ -46,8 +49,12 @@ def draw_icon(band: Band, paused: bool = False, size: int = ICON_SIZE) -> Image.
     draw = ImageDraw.Draw(image)
     margin = max(1, size // 16)
     outline = tuple(max(0, c - 60) for c in band.rgb)
-    draw.ellipse((margin, margin, size - margin - 1, size - margin - 1), fill=(*band.rgb, 255),
-                 outline=(*outline, 255), width=max(1, size // 20))
+    draw.ellipse(
+        (margin, margin, size - margin - 1, size - margin - 1),
+        fill=(*band.rgb, 255),
+        outline=(*outline, 255),
+        width=max(1, size // 20),
+    )
     if paused:
         bar_w, bar_h = size // 8, size // 3
         top = (size - bar_h) // 2

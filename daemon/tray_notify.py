@@ -20,15 +20,17 @@ darwin), else on Linux the freedesktop D-Bus ``Notify`` call itself (what
 pystray's gtk backend sends) over the session bus, which gives the ``xorg``
 backend notifications too; with neither, the message goes to the log.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from ctxos.services.atomic import atomic_write_text
 
@@ -36,7 +38,7 @@ log = logging.getLogger("ctxos.daemon.tray")
 
 NOTIFY_KINDS = ("flag", "conflict", "decay")
 SEEN_FILE = "tray-notified.json"
-SEEN_CAP = 10_000           # oldest fingerprints are forgotten past this (a finding older than that is long handled)
+SEEN_CAP = 10_000  # oldest fingerprints are forgotten past this (a finding older than that is long handled)
 BODY_MAX_LINES = 5
 APP_NAME = "AI Context OS"
 
@@ -45,10 +47,10 @@ APP_NAME = "AI Context OS"
 class FindingRef:
     fingerprint: str
     kind: str
-    label: str               # short text for the notification body
+    label: str  # short text for the notification body
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FindingRef | None":
+    def from_dict(cls, data: dict[str, Any]) -> FindingRef | None:
         fingerprint, kind = data.get("fingerprint"), data.get("kind")
         if not fingerprint or kind not in NOTIFY_KINDS:
             return None
@@ -134,8 +136,14 @@ class FindingNotifier:
     Thread-safe: the refresh thread and the tray's action thread may both call it.
     """
 
-    def __init__(self, store: SeenStore, send: Callable[[Notification], bool], min_interval_s: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: SeenStore,
+        send: Callable[[Notification], bool],
+        min_interval_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.send = send
         self.min_interval_s = max(0.0, float(min_interval_s))
@@ -144,7 +152,7 @@ class FindingNotifier:
         self._pending: dict[str, FindingRef] = {}
         self._last_sent: float | None = None
         self._lock = threading.Lock()
-        self.sent: list[Notification] = []   # history of this run (status and tests)
+        self.sent: list[Notification] = []  # history of this run (status and tests)
 
     def observe(self, findings: Iterable[dict[str, Any]]) -> Notification | None:
         """Queue findings not notified before; send the batch now if the interval allows."""
@@ -180,7 +188,7 @@ class FindingNotifier:
             return None
         batch = list(self._pending.values())
         note = compose(batch)
-        self._last_sent = now   # even a failed delivery counts: a broken notifier must not retry in a loop
+        self._last_sent = now  # even a failed delivery counts: a broken notifier must not retry in a loop
         self._pending.clear()
         # Recorded before delivery: at most once, even if the process dies while notifying.
         self.store.add(note.fingerprints, self._wall())
@@ -220,10 +228,17 @@ class DBusNotifier:
 
         if self._conn is None:
             self._conn = open_dbus_connection(bus="SESSION")
-        address = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
-                              interface="org.freedesktop.Notifications")
-        call = new_method_call(address, "Notify", "susssasa{sv}i",
-                               (self.app_name, self._last_id, "", title, message, [], {}, self.timeout_ms))
+        address = DBusAddress(
+            "/org/freedesktop/Notifications",
+            bus_name="org.freedesktop.Notifications",
+            interface="org.freedesktop.Notifications",
+        )
+        call = new_method_call(
+            address,
+            "Notify",
+            "susssasa{sv}i",
+            (self.app_name, self._last_id, "", title, message, [], {}, self.timeout_ms),
+        )
         reply = self._conn.send_and_get_reply(call, timeout=5)
         if reply.header.message_type.name == "error":
             raise RuntimeError(f"Notify failed: {reply.body}")
@@ -262,8 +277,11 @@ class NotificationSink:
                 return True
         except Exception as exc:  # noqa: BLE001 - no notification daemon, bus gone, ...
             if not self._warned:
-                log.warning("tray: desktop notification via %s failed (%s); findings are still in the log "
-                            "and the web view", self.channel, exc)
+                log.warning(
+                    "tray: desktop notification via %s failed (%s); findings are still in the log and the web view",
+                    self.channel,
+                    exc,
+                )
                 self._warned = True
         return False
 

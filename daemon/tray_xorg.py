@@ -21,11 +21,13 @@ DestroyNotify to end). X lets any client do these to any window; pystray's
 loop keeps the docking and exits on its window's DestroyNotify, as it does
 after its own stop.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("ctxos.daemon.tray")
 
@@ -53,8 +55,7 @@ class XorgAssist:
         self._send_window = self._send.create_resource_object("window", self.window_id)
         self._recv = display.Display()
         recv_window = self._recv.create_resource_object("window", self.window_id)
-        recv_window.change_attributes(
-            event_mask=X.ButtonPressMask | X.StructureNotifyMask | X.ExposureMask)
+        recv_window.change_attributes(event_mask=X.ButtonPressMask | X.StructureNotifyMask | X.ExposureMask)
         self._recv.sync()
         self._paint()
         self._thread = threading.Thread(target=self._read_events, name="ctxos-tray-xclicks", daemon=True)
@@ -158,8 +159,9 @@ class XorgAssist:
                 if owner == X.NONE:
                     return
                 opcode = d.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
-                message = xevent.ClientMessage(window=owner, client_type=opcode,
-                                               data=(32, (X.CurrentTime, 0, self.window_id, 0, 0)))
+                message = xevent.ClientMessage(
+                    window=owner, client_type=opcode, data=(32, (X.CurrentTime, 0, self.window_id, 0, 0))
+                )
                 owner.send_event(message, event_mask=X.NoEventMask)
 
             self._request(request_dock)

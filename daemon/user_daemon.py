@@ -13,6 +13,7 @@ Order of things (compare ``main.py``, the single-workspace daemon):
 5. SIGHUP re-reads the registry (``ctxos start`` sends it after registering a
    workspace); SIGTERM/SIGINT stop everything in reverse order.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,7 +39,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ALREADY_RUNNING = 3
-SHARED_COMPONENTS = ("http", "tray")     # run once per daemon, on the default workspace's context
+SHARED_COMPONENTS = ("http", "tray")  # run once per daemon, on the default workspace's context
 
 
 def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None = None) -> int:
@@ -55,8 +56,11 @@ def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None
         print(f"ctxos: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not registry.workspaces:
-        print(f"ctxos: error: no workspace is registered in {registry.path}; add one with "
-              f"`ctxos workspace add PATH` (or `ctxos init PATH`)", file=sys.stderr)
+        print(
+            f"ctxos: error: no workspace is registered in {registry.path}; add one with "
+            f"`ctxos workspace add PATH` (or `ctxos init PATH`)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     unknown = sorted(set(load or ()) - set(registry.workspaces))
     if unknown:
@@ -64,15 +68,25 @@ def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None
         return EXIT_USAGE
     lock = UserLock()
     if not lock.acquire():
-        print(f"ctxos: error: the per-user ctxos daemon is already running (pid {user_daemon_pid()}); "
-              f"`ctxos status` shows it, `ctxos stop` stops it", file=sys.stderr)
+        print(
+            f"ctxos: error: the per-user ctxos daemon is already running (pid {user_daemon_pid()}); "
+            f"`ctxos status` shows it, `ctxos stop` stops it",
+            file=sys.stderr,
+        )
         return EXIT_ALREADY_RUNNING
     try:
-        log_file = setup_logging(Path.home(), log_file=runtime_paths.user_log_path(),
-                                 level=logging.DEBUG if options.verbose else logging.INFO)
-        log.info("ctxos per-user daemon starting: %d workspace(s), pid %d, log %s",
-                 len(registry.workspaces), os.getpid(), log_file)
-        malloc_tune.limit_arenas()      # before any thread starts
+        log_file = setup_logging(
+            Path.home(),
+            log_file=runtime_paths.user_log_path(),
+            level=logging.DEBUG if options.verbose else logging.INFO,
+        )
+        log.info(
+            "ctxos per-user daemon starting: %d workspace(s), pid %d, log %s",
+            len(registry.workspaces),
+            os.getpid(),
+            log_file,
+        )
+        malloc_tune.limit_arenas()  # before any thread starts
         return asyncio.run(_serve(options, set(load or ())))
     except KeyboardInterrupt:
         return 130
@@ -90,7 +104,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
     reason: dict[str, Any] = {}
 
     async def reload_registry() -> None:
-        if stop.is_set():      # stopping: opening workspaces now would leave them behind
+        if stop.is_set():  # stopping: opening workspaces now would leave them behind
             return
         try:
             registry = load_registry()
@@ -100,7 +114,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
         await workspaces.sync(registry)
         http = next((c for c in shared_started if getattr(c, "name", "") == "http"), None)
         base = getattr(http, "url", None)
-        for ctx in workspaces.contexts():     # joined now: its MCP is served at /w/<name>/mcp (http_server)
+        for ctx in workspaces.contexts():  # joined now: its MCP is served at /w/<name>/mcp (http_server)
             if base and ctx is not getattr(http, "ctx", None) and not ctx.http_url:
                 ctx.http_url = f"{base}/w/{ctx.name}"
         _mirror_shared(workspaces, getattr(http, "ctx", None) or workspaces.primary())
@@ -126,8 +140,10 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
         await workspaces.sync(load_registry())
         primary = workspaces.primary()
         if primary is None:
-            log.error("no registered workspace could be served: %s",
-                      "; ".join(f"{w.name}: {w.error}" for w in workspaces.served.values()))
+            log.error(
+                "no registered workspace could be served: %s",
+                "; ".join(f"{w.name}: {w.error}" for w in workspaces.served.values()),
+            )
             return EXIT_FAILED
         for spec in COMPONENTS:
             if spec.name not in SHARED_COMPONENTS:
@@ -146,7 +162,7 @@ async def _serve(options: DaemonOptions, eager: set[str]) -> int:
             primary.components[spec.name] = "running"
         _mirror_shared(workspaces, primary)
         _write_info(workspaces, shared_started)
-        for name in eager:   # after daemon.json is written: the load cleans the state folder
+        for name in eager:  # after daemon.json is written: the load cleans the state folder
             ctx = workspaces.get(name)
             if ctx is not None:
                 ctx.activate()
@@ -191,6 +207,7 @@ def _write_info(workspaces: WorkspaceSet, shared: list[Any]) -> None:
 
 def _write_workspace_info(ctx: Any) -> None:
     from .main import write_info
+
     write_info(ctx)
 
 

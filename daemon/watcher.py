@@ -22,6 +22,7 @@ Why it is shaped this way:
   so a file half-written when it was read is read again after its last write.
 * A kernel queue overflow (events lost) is answered with ``engine.reconcile()``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,32 +33,40 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
-
-from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirModifiedEvent, DirMovedEvent,
-                             FileClosedEvent, FileCreatedEvent, FileDeletedEvent,
-                             FileModifiedEvent, FileMovedEvent, FileSystemEvent,
-                             FileSystemEventHandler)
-from watchdog.observers import Observer
+from typing import TYPE_CHECKING, Any
 
 from ctxos.services.config import CONFIG_FILENAME
 from ctxos.services.workspace import is_ignored_dir, is_memory_path, relative_path
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH_PATHS = 1000        # paths per apply_changes call: queries interleave between batches
-MAX_DELAY_FACTOR = 10         # a continuous stream is still applied every 10 x debounce
+MAX_BATCH_PATHS = 1000  # paths per apply_changes call: queries interleave between batches
+MAX_DELAY_FACTOR = 10  # a continuous stream is still applied every 10 x debounce
 MIN_MAX_DELAY_S = 1.0
-MAX_ATTEMPTS = 3              # failed batches are retried, then answered with a reconcile
+MAX_ATTEMPTS = 3  # failed batches are retried, then answered with a reconcile
 RETRY_BACKOFF_S = (0.2, 1.0, 5.0, 30.0)
-MAX_RECONCILE_FAILURES = 6     # then stop retrying until the next file event (no endless 30 s loop)
-QUICK_DEBOUNCE_S = 0.02       # a single finished save: applied this long after its last event
-QUICK_MAX_PATHS = 8           # more pending paths than this is a burst: full debounce, one batch
-
+MAX_RECONCILE_FAILURES = 6  # then stop retrying until the next file event (no endless 30 s loop)
+QUICK_DEBOUNCE_S = 0.02  # a single finished save: applied this long after its last event
+QUICK_MAX_PATHS = 8  # more pending paths than this is a burst: full debounce, one batch
 
 
 class QueueOverflowEvent(DirModifiedEvent):
@@ -69,21 +78,42 @@ class QueueOverflowEvent(DirModifiedEvent):
 # Only the kinds of event that can change a memory (no open/read noise, so the
 # engine reading files does not wake the watcher), plus our overflow marker
 # (which adds nothing to the inotify mask: watchdog matches the classes by identity).
-EVENT_FILTER = [FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileDeletedEvent, FileMovedEvent,
-                DirCreatedEvent, DirDeletedEvent, DirMovedEvent, QueueOverflowEvent]
+EVENT_FILTER = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    QueueOverflowEvent,
+]
 
-_EDITOR_TEMP_SUFFIXES = ("~", ".swp", ".swo", ".swx", ".swpx", ".tmp", ".temp", ".part",
-                         "___jb_tmp___", "___jb_old___", ".crswap", ".kate-swp")
+_EDITOR_TEMP_SUFFIXES = (
+    "~",
+    ".swp",
+    ".swo",
+    ".swx",
+    ".swpx",
+    ".tmp",
+    ".temp",
+    ".part",
+    "___jb_tmp___",
+    "___jb_old___",
+    ".crswap",
+    ".kate-swp",
+)
 
 
 def is_editor_temp(name: str) -> bool:
     """Temp, swap and backup files editors write around a save (vim, emacs, VS Code, JetBrains...)."""
     return (
-        name == "4913"                                   # vim's "can I write here" probe
-        or name.startswith((".#", "~$"))                 # emacs lock, office owner files
+        name == "4913"  # vim's "can I write here" probe
+        or name.startswith((".#", "~$"))  # emacs lock, office owner files
         or (name.startswith("#") and name.endswith("#"))  # emacs autosave
         or name.endswith(_EDITOR_TEMP_SUFFIXES)
-        or name.startswith(".")                          # hidden temp files (.x.md.swp, .x.md.123.tmp)
+        or name.startswith(".")  # hidden temp files (.x.md.swp, .x.md.123.tmp)
     )
 
 
@@ -113,7 +143,7 @@ class WatchFilter:
 class _Handler(FileSystemEventHandler):
     """Runs on watchdog's thread: reduce events to paths and hand them to the loop."""
 
-    def __init__(self, watcher: "WatcherComponent") -> None:
+    def __init__(self, watcher: WatcherComponent) -> None:
         super().__init__()
         self._watcher = watcher
 
@@ -179,26 +209,34 @@ class WatcherComponent:
     name = "watcher"
 
     def __init__(self) -> None:
-        self.ctx: "DaemonContext | None" = None
+        self.ctx: DaemonContext | None = None
         self.filter: WatchFilter | None = None  # type: ignore[assignment]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._observer: Any = None
-        self._pending: dict[str, float] = {}      # rel path -> monotonic time first seen (insertion = age order)
-        self._writing: set[str] = set()           # pending paths whose last event was created/modified (not closed)
-        self._last_event = 0.0                    # monotonic time of the latest relevant event
-        self._attempts: dict[str, int] = {}       # rel path -> failed attempts so far
+        self._pending: dict[str, float] = {}  # rel path -> monotonic time first seen (insertion = age order)
+        self._writing: set[str] = set()  # pending paths whose last event was created/modified (not closed)
+        self._last_event = 0.0  # monotonic time of the latest relevant event
+        self._attempts: dict[str, int] = {}  # rel path -> failed attempts so far
         self._overflow = False
         self._reconcile_failures = 0
         self._timer: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._ready_task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._paused = False                      # events are collected but not applied while paused
+        self._paused = False  # events are collected but not applied while paused
         self._in_flight = 0
         self._in_flight_since: float | None = None
         self._stats: dict[str, Any] = {
-            "events": 0, "batches": 0, "paths_applied": 0, "updated": 0, "removed": 0,
-            "invalid": 0, "overflows": 0, "reconciles": 0, "retries": 0, "errors": 0,
+            "events": 0,
+            "batches": 0,
+            "paths_applied": 0,
+            "updated": 0,
+            "removed": 0,
+            "invalid": 0,
+            "overflows": 0,
+            "reconciles": 0,
+            "retries": 0,
+            "errors": 0,
             "config_reloads": 0,
         }
         self._last_batch: dict[str, Any] | None = None
@@ -206,7 +244,7 @@ class WatcherComponent:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self, ctx: "DaemonContext") -> None:
+    async def start(self, ctx: DaemonContext) -> None:
         self.ctx = ctx
         self._loop = asyncio.get_running_loop()
         self.filter = WatchFilter(ctx.root)
@@ -219,13 +257,14 @@ class WatcherComponent:
             if exc.errno in (errno.ENOSPC, errno.EMFILE):
                 raise RuntimeError(
                     f"cannot watch {ctx.root}: the inotify limit is reached ({exc.strerror}); raise it with "
-                    "`sudo sysctl fs.inotify.max_user_watches=524288` (and max_user_instances)") from exc
+                    "`sudo sysctl fs.inotify.max_user_watches=524288` (and max_user_instances)"
+                ) from exc
             raise
         self._observer = observer
         ctx.add_status_provider("watcher", self.status)
         ctx.rpc.register("pause_watching", self._rpc_pause)
         ctx.rpc.register("resume_watching", self._rpc_resume)
-        self._ready_task = asyncio.create_task(self._after_ready())   # keep a reference: tasks are weakly held
+        self._ready_task = asyncio.create_task(self._after_ready())  # keep a reference: tasks are weakly held
         log.info("watching %s (debounce %d ms)", ctx.root, round(ctx.debounce_seconds() * 1000))
 
     async def _after_ready(self) -> None:
@@ -365,7 +404,7 @@ class WatcherComponent:
             debounce = self.ctx.debounce_seconds()
             max_delay = max(MIN_MAX_DELAY_S, debounce * MAX_DELAY_FACTOR)
             oldest = self._oldest_pending()
-            deadline = now if oldest is None else oldest + max_delay   # overflow only: at once
+            deadline = now if oldest is None else oldest + max_delay  # overflow only: at once
             delay = max(0.0, min(self._last_event + self._debounce(), deadline) - now)
         self._timer = self._loop.call_later(delay, self._start_flush)
 
@@ -380,7 +419,7 @@ class WatcherComponent:
         try:
             if self._overflow:
                 self._overflow = False
-                self._pending.clear()   # the reconcile covers them
+                self._pending.clear()  # the reconcile covers them
                 self._writing.clear()
                 retry_delay = await self._reconcile()
                 return
@@ -459,8 +498,10 @@ class WatcherComponent:
             backoff = RETRY_BACKOFF_S[min(self._reconcile_failures - 1, len(RETRY_BACKOFF_S) - 1)]
             self._stats["errors"] += 1
             if self._reconcile_failures >= MAX_RECONCILE_FAILURES:
-                log.exception("reconcile failed %d times; giving up until the next file change "
-                              "(see `ctxos doctor` and this log)", self._reconcile_failures)
+                log.exception(
+                    "reconcile failed %d times; giving up until the next file change (see `ctxos doctor` and this log)",
+                    self._reconcile_failures,
+                )
                 self._reconcile_failures = 0
                 self._overflow = False
                 return None
@@ -475,8 +516,9 @@ class WatcherComponent:
             await self.ctx.notify_change(summary)
         return None
 
-    def _record(self, summary: Any, n_paths: int, started: float, first_seen: float,
-                config_changed: bool, kind: str = "batch") -> None:
+    def _record(
+        self, summary: Any, n_paths: int, started: float, first_seen: float, config_changed: bool, kind: str = "batch"
+    ) -> None:
         now = time.monotonic()
         updated = list(getattr(summary, "updated", []) or [])
         removed = list(getattr(summary, "removed", []) or [])
@@ -494,15 +536,22 @@ class WatcherComponent:
             "removed": len(removed),
             "invalid": len(invalid),
             "apply_ms": round((now - started) * 1000, 1),
-            "lag_ms": round((now - first_seen) * 1000, 1),   # first event -> applied
+            "lag_ms": round((now - first_seen) * 1000, 1),  # first event -> applied
             "config_reloaded": config_changed,
             "sample": [str(x) for x in (updated + removed)[:5]],
         }
         self._last_batch = entry
         self._recent.append(entry)
         if updated or removed or invalid:
-            log.info("%s: %d path(s), %d updated, %d removed, %d invalid in %.0f ms",
-                     kind, n_paths, len(updated), len(removed), len(invalid), entry["apply_ms"])
+            log.info(
+                "%s: %d path(s), %d updated, %d removed, %d invalid in %.0f ms",
+                kind,
+                n_paths,
+                len(updated),
+                len(removed),
+                len(invalid),
+                entry["apply_ms"],
+            )
 
     # ------------------------------------------------------------ status
 

@@ -16,6 +16,7 @@ single-workspace daemon does at start-up. ``status`` says which workspaces
 are loaded. SIGHUP re-reads the registry: new entries are opened, removed
 ones closed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,6 +42,7 @@ FEDERATE_WAIT_S = 60.0
 
 def _build(target: str) -> Any:
     import importlib
+
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)()
 
@@ -53,7 +55,7 @@ class ServedWorkspace:
     root: Path
     ctx: DaemonContext | None = None
     lock: WorkspaceLock | None = None
-    error: str | None = None                    # why it is not served (lock held elsewhere, missing folder)
+    error: str | None = None  # why it is not served (lock held elsewhere, missing folder)
     components: list[Any] = field(default_factory=list)
     load_task: asyncio.Task[None] | None = None
     activated_at: float | None = None
@@ -61,8 +63,13 @@ class ServedWorkspace:
     def summary(self, default: str | None) -> dict[str, Any]:
         ctx = self.ctx
         state = "not served" if ctx is None else ctx.state
-        data: dict[str, Any] = {"name": self.name, "path": str(self.root), "default": self.name == default,
-                                "state": state, "loaded": bool(ctx is not None and self.activated_at is not None)}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "path": str(self.root),
+            "default": self.name == default,
+            "state": state,
+            "loaded": bool(ctx is not None and self.activated_at is not None),
+        }
         if ctx is not None:
             data["socket"] = str(ctx.socket_path) if ctx.socket_path else None
             data["http"] = ctx.http_url
@@ -115,14 +122,15 @@ class WorkspaceSet:
         ``eager`` ones start loading at once (``ctxos start`` for that workspace).
         """
         self.default = registry.default_name()
-        for name in [n for n in self.served if n not in registry.workspaces
-                     or registry.workspaces[n] != self.served[n].root]:
+        for name in [
+            n for n in self.served if n not in registry.workspaces or registry.workspaces[n] != self.served[n].root
+        ]:
             await self.close(name)
         for name, root in registry.workspaces.items():
             if name not in self.served:
                 await self.open(name, root, eager=name in eager)
             elif name in eager and self.served[name].ctx is not None:
-                self.served[name].ctx.activate()   # type: ignore[union-attr]
+                self.served[name].ctx.activate()  # type: ignore[union-attr]
 
     async def open(self, name: str, root: Path, *, eager: bool = False) -> ServedWorkspace:
         from ctxos.services.engine import Engine
@@ -161,8 +169,13 @@ class WorkspaceSet:
         served.ctx, served.lock = ctx, lock
         served.components.append(ipc)
         ctx.set_activator(lambda: self._activate(served))
-        log.info("workspace %s (%s) served on %s%s", name, served.root, ctx.socket_path,
-                 "" if eager else "; loads on first use")
+        log.info(
+            "workspace %s (%s) served on %s%s",
+            name,
+            served.root,
+            ctx.socket_path,
+            "" if eager else "; loads on first use",
+        )
         if eager:
             ctx.activate()
         return served
@@ -181,7 +194,7 @@ class WorkspaceSet:
         assert ctx is not None
         log.info("workspace %s: loading on first use", served.name)
         watcher = await self._start_component(served, *ACTIVE_COMPONENTS[0])
-        if watcher is None:   # without a watcher the index would go stale: refuse to serve it
+        if watcher is None:  # without a watcher the index would go stale: refuse to serve it
             ctx.load_error = f"the file watcher could not start: {ctx.components.get('watcher')}"
             ctx.mark_ready()
             return
@@ -228,8 +241,7 @@ class WorkspaceSet:
             try:
                 await asyncio.wait_for(asyncio.gather(*(other.wait_ready() for other in waits)), FEDERATE_WAIT_S)
             except Exception as exc:  # noqa: BLE001 - answer without them; they join once loaded
-                log.warning("workspace %s: federated workspaces not ready yet (%s)", served.name,
-                            type(exc).__name__)
+                log.warning("workspace %s: federated workspaces not ready yet (%s)", served.name, type(exc).__name__)
 
     async def _start_component(self, served: ServedWorkspace, name: str, target: str) -> Any:
         ctx = served.ctx
@@ -264,6 +276,7 @@ class WorkspaceSet:
                 log.exception("workspace %s: closing the engine failed", name)
         if served.lock is not None:
             from .main import remove_info
+
             remove_info(served.root)
             served.lock.release()
         log.info("workspace %s closed", name)

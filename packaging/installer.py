@@ -18,6 +18,7 @@ tests exercise the macOS path on Linux.  Service-manager commands go through
 :class:`CommandRunner`, whose binaries are parameters, and a missing binary or
 an unreachable user manager is reported, never raised.
 """
+
 from __future__ import annotations
 
 import os
@@ -81,7 +82,11 @@ def resolve_executable() -> list[str]:
     found = shutil.which("ctxos")
     if found:
         return [os.path.realpath(found)]
-    return [str(Path(sys.executable).absolute()), "-c", "import sys; from ctxos.client.cli import main; sys.exit(main())"]
+    return [
+        str(Path(sys.executable).absolute()),
+        "-c",
+        "import sys; from ctxos.client.cli import main; sys.exit(main())",
+    ]
 
 
 def daemon_argv(executable: list[str]) -> list[str]:
@@ -237,8 +242,9 @@ def make_plan(
     state_home = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else home / ".local" / "state"
     log_dir = state_home / "ctxos" / "logs"
     path = home / "Library" / "LaunchAgents" / f"{AGENT_LABEL}.plist"
-    return ServicePlan("darwin", workspace, AGENT_LABEL, path, render_plist(home, argv, AGENT_LABEL, log_dir),
-                       argv, log_dir)
+    return ServicePlan(
+        "darwin", workspace, AGENT_LABEL, path, render_plist(home, argv, AGENT_LABEL, log_dir), argv, log_dir
+    )
 
 
 # --------------------------------------------------------------------------- running commands
@@ -393,7 +399,9 @@ class StatusReport:
 
     def lines(self) -> list[str]:
         if self.installed:
-            state = "installed" + ("" if self.up_to_date else " (differs from what install would write now; re-run install)")
+            state = "installed" + (
+                "" if self.up_to_date else " (differs from what install would write now; re-run install)"
+            )
         elif self.foreign:
             state = "a file not written by ctxos is at this path"
         else:

@@ -10,6 +10,7 @@ Frequency counts are kept in memory (loaded at open, bumped on each record)
 so the query path never runs a GROUP BY; they are re-read from disk when the
 window has moved by more than ``REFRESH_S``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,9 +19,9 @@ import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,15 @@ class AccessLog:
                 self._conn = None
 
     # --- writing --------------------------------------------------------------------
-    def record(self, query: str, intent: str, budget: int, tokens_used: int,
-               loads: Iterable[tuple[str, str]], ts: float | None = None) -> int:
+    def record(
+        self,
+        query: str,
+        intent: str,
+        budget: int,
+        tokens_used: int,
+        loads: Iterable[tuple[str, str]],
+        ts: float | None = None,
+    ) -> int:
         """Log one query and the (memory_id, tier) pairs it loaded; return the query id."""
         ts = time.time() if ts is None else float(ts)
         loads = list(loads)
@@ -128,10 +136,13 @@ class AccessLog:
             try:
                 cursor = conn.execute(
                     "INSERT INTO queries(ts, query, intent, budget, tokens_used) VALUES (?, ?, ?, ?, ?)",
-                    (ts, query, intent, int(budget), int(tokens_used)))
+                    (ts, query, intent, int(budget), int(tokens_used)),
+                )
                 query_id = int(cursor.lastrowid)
-                conn.executemany("INSERT INTO loads(query_id, memory_id, tier, ts) VALUES (?, ?, ?, ?)",
-                                 [(query_id, mid, tier, ts) for mid, tier in loads])
+                conn.executemany(
+                    "INSERT INTO loads(query_id, memory_id, tier, ts) VALUES (?, ?, ?, ?)",
+                    [(query_id, mid, tier, ts) for mid, tier in loads],
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -150,15 +161,20 @@ class AccessLog:
     # --- frequency signal ---------------------------------------------------------------
     def _reload_counts_locked(self) -> None:
         since = time.time() - self.window_days * DAY_S
-        rows = self._conn.execute(
-            "SELECT memory_id, COUNT(*) FROM loads WHERE ts >= ? AND tier IN (?, ?) GROUP BY memory_id",
-            (since, *COUNTED_TIERS)).fetchall() if self._conn else []
+        rows = (
+            self._conn.execute(
+                "SELECT memory_id, COUNT(*) FROM loads WHERE ts >= ? AND tier IN (?, ?) GROUP BY memory_id",
+                (since, *COUNTED_TIERS),
+            ).fetchall()
+            if self._conn
+            else []
+        )
         self._counts = Counter({mid: int(n) for mid, n in rows})
         self._counts_at = time.time()
 
     def frequency_counts(self) -> Counter[str]:
         """Loads (L1/L2) per memory in the frequency window (cached, refreshed hourly)."""
-        self.conn
+        _ = self.conn  # opens the database (and loads the counts) on first use
         if time.time() - self._counts_at > REFRESH_S:
             with self._lock:
                 self._reload_counts_locked()
@@ -181,7 +197,8 @@ class AccessLog:
         with self._lock:
             rows = self.conn.execute(
                 f"SELECT memory_id, COUNT(*) FROM loads WHERE ts >= ? AND tier IN ({marks}) GROUP BY memory_id",
-                (since, *tiers)).fetchall()
+                (since, *tiers),
+            ).fetchall()
         return Counter({mid: int(n) for mid, n in rows})
 
     # --- health ---------------------------------------------------------------------
@@ -203,8 +220,8 @@ class AccessLog:
             where, params = ("WHERE budget > 0 AND ts >= ?", (time.time() - days * DAY_S,))
         with self._lock:
             row = self.conn.execute(
-                f"SELECT AVG(MIN(1.0, CAST(tokens_used AS REAL) / budget)), COUNT(*) FROM queries {where}",
-                params).fetchone()
+                f"SELECT AVG(MIN(1.0, CAST(tokens_used AS REAL) / budget)), COUNT(*) FROM queries {where}", params
+            ).fetchone()
         return None if not row or not row[1] else float(row[0])
 
     def last_query_id(self) -> int:
@@ -222,12 +239,13 @@ class AccessLog:
     def recent_queries(self, limit: int = 20) -> list[QueryRecord]:
         with self._lock:
             rows = self.conn.execute(
-                "SELECT id, ts, query, intent, budget, tokens_used FROM queries ORDER BY id DESC LIMIT ?",
-                (int(limit),)).fetchall()
+                "SELECT id, ts, query, intent, budget, tokens_used FROM queries ORDER BY id DESC LIMIT ?", (int(limit),)
+            ).fetchall()
         return [QueryRecord(*row) for row in rows]
 
     def loads_for_query(self, query_id: int) -> list[tuple[str, str]]:
         with self._lock:
-            rows = self.conn.execute("SELECT memory_id, tier FROM loads WHERE query_id = ? ORDER BY rowid",
-                                     (int(query_id),)).fetchall()
+            rows = self.conn.execute(
+                "SELECT memory_id, tier FROM loads WHERE query_id = ? ORDER BY rowid", (int(query_id),)
+            ).fetchall()
         return [(mid, tier) for mid, tier in rows]

@@ -3,12 +3,13 @@
 A reader (or a crash) sees either the old file or the new one, never half of
 one. The directory is fsynced too so the rename survives a power cut.
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -13,6 +13,7 @@ id), so the same files always give the same numbers across runs and processes.
 The igraph graph is built directly from integer edge lists (converting from
 networkx costs more than Leiden itself at this size, see docs/DESIGN.md).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,7 @@ import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ class CommunityMap:
     seed: int
     resolution: float
     communities: dict[str, int] = field(default_factory=dict)
-    sizes: list[int] = field(default_factory=list)   # sizes[c] = members of community c
+    sizes: list[int] = field(default_factory=list)  # sizes[c] = members of community c
     modularity: float = 0.0
     node_count: int = 0
     edge_count: int = 0
@@ -75,7 +76,7 @@ class CommunityMap:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CommunityMap":
+    def from_dict(cls, data: Mapping[str, Any]) -> CommunityMap:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"unsupported communities format {data.get('version')!r}")
         communities = {str(k): int(v) for k, v in dict(data.get("communities") or {}).items()}
@@ -117,8 +118,9 @@ def canonical_edges(node_ids: Iterable[str], edges: Iterable[Edge]) -> tuple[lis
     return nodes, [(a, b, w) for (a, b), w in sorted(best.items())]
 
 
-def graph_fingerprint(nodes: Sequence[str], edges: Sequence[tuple[str, str, float]],
-                      seed: int, resolution: float) -> str:
+def graph_fingerprint(
+    nodes: Sequence[str], edges: Sequence[tuple[str, str, float]], seed: int, resolution: float
+) -> str:
     """Hash of the canonical input: equal fingerprints mean Leiden would give the same answer."""
     digest = hashlib.sha256()
     digest.update(f"v{FORMAT_VERSION}|seed={seed}|res={resolution!r}\n".encode())
@@ -131,8 +133,9 @@ def graph_fingerprint(nodes: Sequence[str], edges: Sequence[tuple[str, str, floa
     return digest.hexdigest()
 
 
-def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, float]],
-                       seed: int = 42, resolution: float = 1.0) -> tuple[dict[str, int], list[int], float]:
+def detect_communities(
+    nodes: Sequence[str], edges: Sequence[tuple[str, str, float]], seed: int = 42, resolution: float = 1.0
+) -> tuple[dict[str, int], list[int], float]:
     """Run seeded Leiden on canonical input; return (community per id, sizes, modularity).
 
     ``resolution`` 1.0 is plain modularity; other values use the RB configuration
@@ -150,13 +153,17 @@ def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, flo
         graph.es["weight"] = weights
     if resolution == 1.0:
         partition = leidenalg.find_partition(
-            graph, leidenalg.ModularityVertexPartition,
-            weights="weight" if edges else None, n_iterations=-1, seed=seed)
+            graph, leidenalg.ModularityVertexPartition, weights="weight" if edges else None, n_iterations=-1, seed=seed
+        )
     else:
         partition = leidenalg.find_partition(
-            graph, leidenalg.RBConfigurationVertexPartition,
-            weights="weight" if edges else None, resolution_parameter=resolution,
-            n_iterations=-1, seed=seed)
+            graph,
+            leidenalg.RBConfigurationVertexPartition,
+            weights="weight" if edges else None,
+            resolution_parameter=resolution,
+            n_iterations=-1,
+            seed=seed,
+        )
     groups = [sorted(nodes[v] for v in members) for members in partition]
     groups = [g for g in groups if g]
     groups.sort(key=lambda g: (-len(g), g[0]))
@@ -178,27 +185,42 @@ def save_communities(root: Path, cmap: CommunityMap) -> None:
     atomic_write_text(communities_path(root), json.dumps(cmap.to_dict(), indent=1, sort_keys=False) + "\n")
 
 
-def _run(nodes: list[str], canon: list[tuple[str, str, float]], fingerprint: str,
-         seed: int, resolution: float) -> CommunityMap:
+def _run(
+    nodes: list[str], canon: list[tuple[str, str, float]], fingerprint: str, seed: int, resolution: float
+) -> CommunityMap:
     started = time.perf_counter()
     mapping, sizes, modularity = detect_communities(nodes, canon, seed=seed, resolution=resolution)
     return CommunityMap(
-        fingerprint=fingerprint, seed=seed, resolution=resolution, communities=mapping, sizes=sizes,
-        modularity=modularity, node_count=len(nodes), edge_count=len(canon),
-        computed_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        fingerprint=fingerprint,
+        seed=seed,
+        resolution=resolution,
+        communities=mapping,
+        sizes=sizes,
+        modularity=modularity,
+        node_count=len(nodes),
+        edge_count=len(canon),
+        computed_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
     )
 
 
-def compute_communities(node_ids: Iterable[str], edges: Iterable[Edge], *, seed: int = 42,
-                        resolution: float = 1.0) -> CommunityMap:
+def compute_communities(
+    node_ids: Iterable[str], edges: Iterable[Edge], *, seed: int = 42, resolution: float = 1.0
+) -> CommunityMap:
     """Compute a fresh map (no I/O)."""
     nodes, canon = canonical_edges(node_ids, edges)
     return _run(nodes, canon, graph_fingerprint(nodes, canon, seed, resolution), seed, resolution)
 
 
-def ensure_communities(root: Path, node_ids: Iterable[str], edges: Iterable[Edge], *, seed: int = 42,
-                       resolution: float = 1.0, force: bool = False) -> tuple[CommunityMap, bool]:
+def ensure_communities(
+    root: Path,
+    node_ids: Iterable[str],
+    edges: Iterable[Edge],
+    *,
+    seed: int = 42,
+    resolution: float = 1.0,
+    force: bool = False,
+) -> tuple[CommunityMap, bool]:
     """Return the map for this graph, recomputing (and saving) only if the input changed.
 
     Returns ``(map, recomputed)``. With ``force`` the map is recomputed even when
@@ -227,8 +249,9 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
     """
     seed, resolution = community_settings(engine.config)
     graph = engine.graph()
-    cmap, recomputed = ensure_communities(engine.root, graph.nodes, graph.edges(), seed=seed,
-                                          resolution=resolution, force=force)
+    cmap, recomputed = ensure_communities(
+        engine.root, graph.nodes, graph.edges(), seed=seed, resolution=resolution, force=force
+    )
     setter = getattr(engine, "set_community_of", None)
     if callable(setter):
         setter(dict(cmap.communities))
@@ -237,11 +260,12 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
 
 # --- names: what each community is about ---------------------------------------------
 
-NAME_TERMS = 3            # terms in a community's name
+NAME_TERMS = 3  # terms in a community's name
 TOP_MEMBERS = 5
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
-_NAMES_CACHE: "weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[dict[str, Any]]]]" = \
-    weakref.WeakKeyDictionary()   # per engine: (map fingerprint, store generation) -> names
+_NAMES_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)  # per engine: (map fingerprint, store generation) -> names
 
 
 def _terms(memory: Any) -> list[tuple[str, str, float]]:
@@ -251,6 +275,7 @@ def _terms(memory: Any) -> list[tuple[str, str, float]]:
     notes by topic in folders; a folder name is a person's own label for its notes.
     """
     from .index import analyze
+
     out: list[tuple[str, str, float]] = []
 
     def add(text: str, weight: float) -> None:
@@ -270,13 +295,16 @@ def _terms(memory: Any) -> list[tuple[str, str, float]]:
     return out
 
 
-_NAME_STOP = frozenset("""the and for with your you this that from into use using how what are was
+_NAME_STOP = frozenset(
+    """the and for with your you this that from into use using how what are was
 were has have had not but can will its it's our their about page pages note notes new more also
-other all any each one two md""".split())
+other all any each one two md""".split()
+)
 
 
-def name_communities(memories: Iterable[Any], communities: Mapping[str, int],
-                     rank: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+def name_communities(
+    memories: Iterable[Any], communities: Mapping[str, int], rank: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
     """``[{id, name, terms, size, top_members}]``, largest first, named by class-based TF-IDF.
 
     c-TF-IDF (as in BERTopic): each community is one document made of its members'
@@ -319,17 +347,20 @@ def name_communities(memories: Iterable[Any], communities: Mapping[str, int],
         members = by_community[number]
         counts = tf[number]
         length = sum(counts.values()) or 1.0
-        scored = [((value / length) * math.log(1.0 + average / total[stem]), stem)
-                  for stem, value in counts.items() if stem not in common]
+        scored = [
+            ((value / length) * math.log(1.0 + average / total[stem]), stem)
+            for stem, value in counts.items()
+            if stem not in common
+        ]
         scored.sort(key=lambda item: (-item[0], item[1]))
-        words = [max(surface[stem].items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
-                 for _, stem in scored[:NAME_TERMS]]
+        words = [max(surface[stem].items(), key=lambda kv: (kv[1], -len(kv[0])))[0] for _, stem in scored[:NAME_TERMS]]
         top = sorted(members, key=lambda m: (-rank.get(m.id, 0.0), m.id))[:TOP_MEMBERS]
         name = " · ".join(words) if words else (top[0].display_title if top else f"community {number}")
         if len(members) == 1:
-            name = members[0].display_title          # a lone memory is called by its own title
-        out.append({"id": number, "name": name, "terms": words, "size": len(members),
-                    "top_members": [m.id for m in top]})
+            name = members[0].display_title  # a lone memory is called by its own title
+        out.append(
+            {"id": number, "name": name, "terms": words, "size": len(members), "top_members": [m.id for m in top]}
+        )
     return out
 
 
@@ -346,13 +377,14 @@ def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[
     named = name_communities(list(engine.store.memories.values()), cmap.communities, graph.authority)
     try:
         _NAMES_CACHE[engine] = (key, named)
-    except TypeError:          # an engine stand-in that cannot be weakly referenced: no cache
+    except TypeError:  # an engine stand-in that cannot be weakly referenced: no cache
         pass
     return named
 
 
 def _takes_stale_ok(engine: Any) -> bool:
     import inspect
+
     try:
         return "stale_ok" in inspect.signature(engine.graph).parameters
     except (TypeError, ValueError):

@@ -4,6 +4,7 @@ The defaults live in ``default_config.yaml`` (with comments), which is also the
 file ``ctxos init`` writes, so the documented and the effective defaults can
 never drift apart.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,7 +44,7 @@ class Config:
 
     data: dict[str, Any] = field(default_factory=default_config)
     error: str | None = None
-    usable: bool = True       # False: the file did not parse or validate (``data`` are then not the user's)
+    usable: bool = True  # False: the file did not parse or validate (``data`` are then not the user's)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """Look up ``"a.b.c"``; ``default`` when any part is missing."""
@@ -86,8 +87,9 @@ def load_config(workspace: Path) -> Config:
     except (UnicodeDecodeError, OSError) as exc:
         return Config(defaults, error=f"{CONFIG_FILENAME}: cannot be read ({exc})", usable=False)
     if not isinstance(loaded, dict):
-        return Config(defaults, error=f"{CONFIG_FILENAME} line 1: the top level must be a mapping of sections",
-                      usable=False)
+        return Config(
+            defaults, error=f"{CONFIG_FILENAME} line 1: the top level must be a mapping of sections", usable=False
+        )
     problems = validate(loaded)
     if problems:
         dotted, message = problems[0]
@@ -112,10 +114,15 @@ def _is_positive_int(v: Any) -> bool:
 
 
 _CHECKS: dict[str, tuple[Any, str]] = {
-    "daemon.http_host": (lambda v: isinstance(v, str) and bool(v.strip()), "must be a host name (127.0.0.1, ::1 or localhost)"),
+    "daemon.http_host": (
+        lambda v: isinstance(v, str) and bool(v.strip()),
+        "must be a host name (127.0.0.1, ::1 or localhost)",
+    ),
     "daemon.http_port": (_is_port, "must be a whole number from 0 to 65535"),
-    "daemon.http_token": (lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
-                          "must be a non-empty string, or null"),
+    "daemon.http_token": (
+        lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
+        "must be a non-empty string, or null",
+    ),
     "daemon.http_auth": (lambda v: v in ("token", "none"), "must be token (the default) or none"),
     "http_limits.mcp_session_idle_s": (_is_positive, "must be a positive number of seconds"),
     "http_limits.mcp_max_sessions": (_is_positive_int, "must be a positive whole number"),
@@ -133,6 +140,7 @@ def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
         if section in loaded and not isinstance(loaded[section], dict):
             problems.append((section, "must be a mapping of settings"))
     from .federation import CONFIG_KEY, check_federate
+
     federate_problem = check_federate(loaded.get(CONFIG_KEY))
     if federate_problem:
         problems.append((CONFIG_KEY, f"{federate_problem}, not {loaded.get(CONFIG_KEY)!r}"))

@@ -19,6 +19,7 @@ requires and what ``connect`` writes: ``daemon.http_token`` in ``_config.yaml``
 (an explicit opt-out), and otherwise the stored token is used. This module only
 reads and writes one file; it opens no sockets.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,6 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
 from .private_dir import PrivateDirError, ensure_private_dir
 
 TOKEN_FILENAME = "http-token"
@@ -45,7 +47,7 @@ class HttpAuth:
     mode: Literal["token", "none"]
     token: str | None
     source: str
-    path: Path | None = None        # the token file, when the token is the stored one
+    path: Path | None = None  # the token file, when the token is the stored one
 
     @property
     def required(self) -> bool:
@@ -120,7 +122,7 @@ def load_or_create_token(path: Path | None = None) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     stored = read_token(path)
-    if not stored:   # pragma: no cover - read_token raises on an empty file
+    if not stored:  # pragma: no cover - read_token raises on an empty file
         raise CredentialError(f"{path}: the new HTTP token could not be read back")
     return stored
 

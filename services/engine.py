@@ -17,21 +17,23 @@ queries may run beside one writer. The store replaces dict entries whole, the
 index readers see the last commit, and derived caches (graph, pinned ids) are
 rebuilt from a snapshot when the store's generation moves on.
 """
+
 from __future__ import annotations
 
 import bisect
-import heapq
 import functools
+import heapq
 import itertools
 import logging
 import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from . import parse_cache, writes
 from .access_log import AccessLog
@@ -48,9 +50,18 @@ from .signals import KeywordOverlapScorer, SemanticScorer
 from .skill_lookup import SkillMatch, find_skill
 from .store import MemoryStore
 from .tokens import TokenCounter, default_counter, get_counter
+from .workspace import (
+    display_name,
+    is_ignored_dir,
+    is_memory_path,
+    iter_memory_paths,
+    load_memories,
+    load_memory,
+    relative_path,
+    scan_workspace,
+    state_dir,
+)
 from .write_gate import remove_orphan_temps
-from .workspace import (display_name, is_ignored_dir, is_memory_path, iter_memory_paths, load_memories, load_memory,
-                        relative_path, scan_workspace, state_dir)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +69,7 @@ TOKEN_CACHE_MAX = 200_000
 # A cold build reads and indexes in chunks, committing each, so queries find the files
 # indexed so far: a small first chunk (answers within a second or two), then doubling
 # (few segments: 500, 1,000, 2,000, 4,000, 4,000 ... at 10,000 memories).
-WARM_LIST_SIZE = 64          # warm_query_caches: important/recent lists this long (queries ask for <= 40)
+WARM_LIST_SIZE = 64  # warm_query_caches: important/recent lists this long (queries ask for <= 40)
 COLD_FIRST_CHUNK = 500
 COLD_MAX_CHUNK = 4_000
 # A version number served with two different contents (a person edited without bumping
@@ -103,7 +114,7 @@ def _changed_at(memory: Memory) -> float:
     when = memory.modified
     if when is not None:
         try:
-            return when.timestamp() if when.tzinfo else when.replace(tzinfo=timezone.utc).timestamp()
+            return when.timestamp() if when.tzinfo else when.replace(tzinfo=UTC).timestamp()
         except (OverflowError, ValueError, OSError):
             pass
     return float(memory.mtime or 0.0)
@@ -115,14 +126,14 @@ class Engine:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().resolve()
         self.config: Config = Config()
-        self._config_ok = False      # a _config.yaml that parsed and validated has been loaded
+        self._config_ok = False  # a _config.yaml that parsed and validated has been loaded
         self.store = MemoryStore()
         self.state_dir: Path | None = None
         self.index: MemoryIndex | None = None  # type: ignore[assignment]
         self.access_log: AccessLog | None = None  # type: ignore[assignment]
         self.counter: TokenCounter = default_counter()
         self.semantic: SemanticScorer = KeywordOverlapScorer()
-        self.vectors: VectorIndex | None = None     # embeddings (semantic.model), None for 'lexical'
+        self.vectors: VectorIndex | None = None  # embeddings (semantic.model), None for 'lexical'
         self._semantic_setting: str | None = None
         self._semantic_problem: str | None = None
         self.problems: list[str] = []
@@ -146,12 +157,12 @@ class Engine:
         self._served: dict[tuple[str, int], set[str]] = {}
         self._served_lock = threading.Lock()
         self.removed_temp_files: list[str] = []
-        self.history: Any = None      # the workspace's HistoryRecorder once loaded (services/history)
+        self.history: Any = None  # the workspace's HistoryRecorder once loaded (services/history)
         # Long jobs (cold build, reindex): the current step, replaced whole (status reads it from
         # another thread), and a callback for each new one (the CLI's bar, the daemon's readiness).
         self.progress: Progress | None = None
         self.on_progress: ProgressCallback | None = None
-        self.parse_cache_hits = 0     # files a warm load took from the parse cache (services/parse_cache)
+        self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
         # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
         # process pool's ``map`` so parsing runs on another core while this thread indexes.
         self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
@@ -161,8 +172,9 @@ class Engine:
         """Read config, scan files, open (or recover) the index, index what differs."""
         self.reload_config()
         self.state_dir = state_dir(self.root)
-        if self.history is None:      # every write from here on becomes a commit or a journal entry
+        if self.history is None:  # every write from here on becomes a commit or a journal entry
             from .history import install
+
             self.history = install(self.root, lambda: self.config)
         try:
             with writes.write_lock(self.root):
@@ -170,8 +182,11 @@ class Engine:
         except OSError as exc:
             log.warning("could not clean orphaned temp files: %s", exc)
         if self.removed_temp_files:
-            log.info("removed %d orphaned temp file(s) left by a crash: %s", len(self.removed_temp_files),
-                     ", ".join(self.removed_temp_files[:10]))
+            log.info(
+                "removed %d orphaned temp file(s) left by a crash: %s",
+                len(self.removed_temp_files),
+                ", ".join(self.removed_temp_files[:10]),
+            )
         if self.index is None:
             self.index = MemoryIndex(self.state_dir / "index")
         fresh = self.index.open()
@@ -190,8 +205,16 @@ class Engine:
             self._configure_semantic()
             if self.vectors is not None:
                 current = self.progress
-                self._set_progress(Progress(current.job if current else "load", EMBEDDING, 0, len(self.store),
-                                            partial=fresh, started=current.started if current else time.time()))
+                self._set_progress(
+                    Progress(
+                        current.job if current else "load",
+                        EMBEDDING,
+                        0,
+                        len(self.store),
+                        partial=fresh,
+                        started=current.started if current else time.time(),
+                    )
+                )
                 self.vectors.sync(list(self.store.memories.values()))
         finally:
             self._set_progress(None)
@@ -206,15 +229,18 @@ class Engine:
             except Exception:  # noqa: BLE001 - a display must never break a build
                 log.exception("progress callback failed")
 
-    def _reporter(self, job: str, phase: str, total: int | None = None, base: int = 0,
-                  partial: bool = False) -> Callable[..., None]:
+    def _reporter(
+        self, job: str, phase: str, total: int | None = None, base: int = 0, partial: bool = False
+    ) -> Callable[..., None]:
         """A ``progress(done[, total])`` callback that publishes ``Progress(job, phase, ...)``."""
         current = self.progress
         started = current.started if current is not None and current.job == job else time.time()
 
         def report(done: int, of: int | None = None) -> None:
-            self._set_progress(Progress(job, phase, base + done, of if of is not None else (total or 0),
-                                        partial, started))
+            self._set_progress(
+                Progress(job, phase, base + done, of if of is not None else (total or 0), partial, started)
+            )
+
         return report
 
     def _scan_reusing_cache(self) -> list[Memory | InvalidFile]:
@@ -254,7 +280,7 @@ class Engine:
         chunks: list[list[str]] = []
         size, at = COLD_FIRST_CHUNK, 0
         while at < total:
-            chunks.append(paths[at:at + size])
+            chunks.append(paths[at : at + size])
             at += size
             size = min(COLD_MAX_CHUNK, size * 2)
         store = MemoryStore()
@@ -277,10 +303,10 @@ class Engine:
                 self.index.update(renamed)
             done += len(chunk)
             self._bump()
-            self._loaded = True          # from the first committed chunk on, queries may run
+            self._loaded = True  # from the first committed chunk on, queries may run
             self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
         store.add_items(problems)
-        self._sync_index(ChangeSummary())     # a served file shadowed later, say: the index follows the store
+        self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
         parse_cache.save(self.state_dir, parse_cache.fingerprint(self.config.data), parsed)
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
@@ -290,8 +316,7 @@ class Engine:
         fresh = load_config(self.root)
         if not fresh.usable and self._config_ok:
             # Fail closed: a typo must not replace the user's settings (a token, say) with defaults.
-            fresh = Config(self.config.data, error=f"{fresh.error}; keeping the last good configuration",
-                           usable=True)
+            fresh = Config(self.config.data, error=f"{fresh.error}; keeping the last good configuration", usable=True)
         else:
             self._config_ok = self._config_ok or fresh.usable
         self.config = fresh
@@ -344,6 +369,7 @@ class Engine:
             self.vectors.flush()
         if self.history is not None:
             from .history import uninstall
+
             uninstall(self.history)
             self.history = None
         if self.index is not None:
@@ -484,8 +510,9 @@ class Engine:
         if self.vectors is not None and (updated or removed):
             self.vectors.update([self.store.memories[mid] for mid in updated], removed)
         invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
-        return ChangeSummary(updated=updated, removed=removed, invalid=invalid, unchanged=unchanged,
-                             paths=sorted(touched))
+        return ChangeSummary(
+            updated=updated, removed=removed, invalid=invalid, unchanged=unchanged, paths=sorted(touched)
+        )
 
     def apply_changes(self, paths: Iterable[Path | str]) -> ChangeSummary:
         """Re-read the given files or folders (absolute or workspace-relative); drop the gone ones.
@@ -531,7 +558,7 @@ class Engine:
             if not (target.exists() or target.is_symlink()) and not self._known_path(rel):
                 under = known_under(rel.rstrip("/") + "/")
                 if under:
-                    for item in under:                # a folder was deleted or moved away
+                    for item in under:  # a folder was deleted or moved away
                         self._apply_file(item, changed_ids, touched)
                     continue
             if not self._apply_file(rel, changed_ids, touched):
@@ -546,7 +573,7 @@ class Engine:
         unchanged = 0
         problems: list[InvalidFile] = []
         present = set(iter_memory_paths(self.root, problems))
-        odd = {p.rel_path: p for p in problems}      # folders that cannot be listed stay in doctor
+        odd = {p.rel_path: p for p in problems}  # folders that cannot be listed stay in doctor
         for rel in sorted(present | self.store.known_paths()):
             if rel in odd:
                 continue
@@ -575,18 +602,24 @@ class Engine:
         self._require_loaded()
         try:
             store = MemoryStore.from_items(scan_workspace(self.root, self.config, self._reporter("reindex", READING)))
-            self.store = store        # swapped whole: readers never see a half-filled store
+            self.store = store  # swapped whole: readers never see a half-filled store
             self._bump()
             total = len(store.memories)
-            self.index.rebuild(list(store.memories.values()), self._reporter("reindex", INDEXING, total),
-                               lambda: self._reporter("reindex", WRITING, total)(total))
+            self.index.rebuild(
+                list(store.memories.values()),
+                self._reporter("reindex", INDEXING, total),
+                lambda: self._reporter("reindex", WRITING, total)(total),
+            )
             if self.vectors is not None:
                 self.vectors.sync(list(store.memories.values()))
         finally:
             self._set_progress(None)
         self._bump()
-        return ChangeSummary(updated=sorted(self.store.memories), invalid=self.store.invalid_files(),
-                             paths=sorted(m.rel_path for m in self.store.memories.values()))
+        return ChangeSummary(
+            updated=sorted(self.store.memories),
+            invalid=self.store.invalid_files(),
+            paths=sorted(m.rel_path for m in self.store.memories.values()),
+        )
 
     # --- derived state used by the query path ----------------------------------------
     def graph(self, *, stale_ok: bool = False) -> LinkGraph:
@@ -627,8 +660,7 @@ class Engine:
             if cached is not None and cached[0] == generation:
                 return cached[1]
             min_shared = int(self.config.get("graph.implicit_edge_min_shared_tags", 2) or 0)
-            graph = build_graph(list(self.store.memories.values()), self.store.resolve_link,
-                                min_shared_tags=min_shared)
+            graph = build_graph(list(self.store.memories.values()), self.store.resolve_link, min_shared_tags=min_shared)
             self._graph = (generation, graph)
         if self.allow_stale_graph and self._community_override is None:
             self._load_communities()
@@ -655,10 +687,12 @@ class Engine:
         cached = self._important
         if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
             generation = self._generation
-            memories = [m for m in list(self.store.memories.values())
-                        if m.type != "rule" and not m.always_load and m.importance > 0]
-            best = heapq.nsmallest(max(limit, 32), memories,
-                                   key=lambda m: (-m.importance, -(m.mtime or 0.0), m.id))
+            memories = [
+                m
+                for m in list(self.store.memories.values())
+                if m.type != "rule" and not m.always_load and m.importance > 0
+            ]
+            best = heapq.nsmallest(max(limit, 32), memories, key=lambda m: (-m.importance, -(m.mtime or 0.0), m.id))
             cached = (generation, [m.id for m in best])
             self._important = cached
         return cached[1][:limit]
@@ -759,8 +793,9 @@ class Engine:
         return value
 
     # --- queries -----------------------------------------------------------------------
-    def execute_context_query(self, query: str, budget_tokens: int | None = None, intent: str | None = None,
-                              *, record_access: bool = True) -> ContextResult:
+    def execute_context_query(
+        self, query: str, budget_tokens: int | None = None, intent: str | None = None, *, record_access: bool = True
+    ) -> ContextResult:
         self._require_loaded()
         return _execute_context_query(self, query, budget_tokens, intent, record_access=record_access)
 
@@ -810,8 +845,12 @@ class Engine:
     def save_memory(self, **fields: Any) -> Memory:
         self._require_loaded()
         mid, version = fields.get("id"), fields.get("expected_version")
-        if (not fields.get("expected_checksum") and isinstance(mid, str)
-                and isinstance(version, int) and not isinstance(version, bool)):
+        if (
+            not fields.get("expected_checksum")
+            and isinstance(mid, str)
+            and isinstance(version, int)
+            and not isinstance(version, bool)
+        ):
             known = self.store.get(mid.strip())
             served = self.served_checksum(known.id, version) if known is not None else None
             if served is not None:
@@ -821,8 +860,9 @@ class Engine:
         memory = self.store.get_by_path(result.rel_path)
         if memory is None:
             invalid = self.store.invalid.get(result.rel_path)
-            raise writes.WriteRefused(f"saved {result.rel_path} but it did not load: "
-                                      f"{invalid.reason if invalid else 'unknown reason'}")
+            raise writes.WriteRefused(
+                f"saved {result.rel_path} but it did not load: {invalid.reason if invalid else 'unknown reason'}"
+            )
         self.note_served(memory)
         return memory
 
@@ -839,8 +879,7 @@ class Engine:
         try:
             self.apply_changes([rel_path])
         except OSError as exc:
-            log.warning("%s was saved but the index could not be updated (%s); the next re-sync retries",
-                        rel_path, exc)
+            log.warning("%s was saved but the index could not be updated (%s); the next re-sync retries", rel_path, exc)
             if rel_path not in self.store.by_path:
                 loaded = load_memory(self.root, rel_path, self.config)
                 if isinstance(loaded, Memory):

@@ -15,10 +15,12 @@ so a federated rule comes first like a local rule, and ``simulate`` shows each
 memory's workspace. A local id wins over the same id elsewhere; only direct
 federation counts (what ``global`` federates is not pulled in).
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,7 @@ def federated_engines(engine: Any) -> Iterable[tuple[str, Any]]:
             yield name, other
 
 
-def join_federated(engine: Any, candidates: dict[str, Any],
-                   gather: Callable[[Any], Mapping[str, Any]]) -> None:
+def join_federated(engine: Any, candidates: dict[str, Any], gather: Callable[[Any], Mapping[str, Any]]) -> None:
     """Add each federated engine's candidates (``gather(other_engine)``) to ``candidates``, marked.
 
     A failure in one federated workspace is logged and skipped: the local

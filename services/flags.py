@@ -12,6 +12,7 @@ edits the memory (its checksum changes) the flag is taken as acted on and leaves
 the queue; a person can also dismiss it (``ctxos dismiss FINGERPRINT``). Several
 flags of one kind on one memory are one finding listing every reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,9 @@ FLAGS_FILENAME = "flags.json"
 FLAG_KINDS: tuple[str, ...] = ("stale", "wrong", "duplicate", "conflict")
 MAX_REASON_CHARS = 1_000
 MAX_BY_CHARS = 200
-MAX_STORED_FLAGS = 2_000          # oldest flags are forgotten past this (they are long resolved or dismissed)
-MAX_FLAGS_PER_DAY = 200           # a runaway agent cannot flood the person's queue
-_LOCK = threading.Lock()          # flag is a read-modify-write of flags.json
+MAX_STORED_FLAGS = 2_000  # oldest flags are forgotten past this (they are long resolved or dismissed)
+MAX_FLAGS_PER_DAY = 200  # a runaway agent cannot flood the person's queue
+_LOCK = threading.Lock()  # flag is a read-modify-write of flags.json
 
 
 class FlagError(ValueError):
@@ -61,12 +62,14 @@ def load_flags(root: Path) -> list[dict[str, Any]]:
 
 
 def _save(root: Path, flags: list[dict[str, Any]]) -> None:
-    atomic_write_text(flags_path(root), json.dumps({"version": 1, "flags": flags[-MAX_STORED_FLAGS:]},
-                                                   indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(
+        flags_path(root),
+        json.dumps({"version": 1, "flags": flags[-MAX_STORED_FLAGS:]}, indent=1, ensure_ascii=False) + "\n",
+    )
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def open_flags(flags: Iterable[Mapping[str, Any]], memories: Mapping[str, Memory]) -> list[Mapping[str, Any]]:
@@ -89,19 +92,35 @@ def flag_memory(root: Path, memory: Memory, reason: str, kind: str, by: str = "a
     if len(reason) > MAX_REASON_CHARS:
         raise FlagError(f"the reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
     by = " ".join(str(by or "agent").split())[:MAX_BY_CHARS] or "agent"
-    flag = {"memory_id": memory.id, "path": memory.rel_path, "kind": kind, "reason": reason, "by": by,
-            "at": _now(), "checksum": memory.checksum, "version": memory.version}
+    flag = {
+        "memory_id": memory.id,
+        "path": memory.rel_path,
+        "kind": kind,
+        "reason": reason,
+        "by": by,
+        "at": _now(),
+        "checksum": memory.checksum,
+        "version": memory.version,
+    }
     flag["flag_id"] = hashlib.sha1(json.dumps(flag, sort_keys=True).encode()).hexdigest()[:10]
     with _LOCK:
         flags = load_flags(root)
-        same = [f for f in flags if f.get("memory_id") == memory.id and f.get("kind") == kind
-                and f.get("checksum") == memory.checksum and f.get("reason") == reason]
-        if same:                                       # the same flag again: one entry, not a pile
+        same = [
+            f
+            for f in flags
+            if f.get("memory_id") == memory.id
+            and f.get("kind") == kind
+            and f.get("checksum") == memory.checksum
+            and f.get("reason") == reason
+        ]
+        if same:  # the same flag again: one entry, not a pile
             return {**same[-1], "fingerprint": flag_fingerprint(memory.id, kind), "repeated": True}
         today = flag["at"][:10]
         if sum(1 for f in flags if str(f.get("at", ""))[:10] == today) >= MAX_FLAGS_PER_DAY:
-            raise FlagError(f"{MAX_FLAGS_PER_DAY} flags were raised today already; the governance queue "
-                            "takes no more until tomorrow (a person has to work through it first)")
+            raise FlagError(
+                f"{MAX_FLAGS_PER_DAY} flags were raised today already; the governance queue "
+                "takes no more until tomorrow (a person has to work through it first)"
+            )
         flags.append(flag)
         _save(root, flags)
     return {**flag, "fingerprint": flag_fingerprint(memory.id, kind), "repeated": False}
@@ -109,12 +128,14 @@ def flag_memory(root: Path, memory: Memory, reason: str, kind: str, by: str = "a
 
 def flag_fingerprint(memory_id: str, kind: str) -> str:
     from .governance import finding_fingerprint
+
     return finding_fingerprint(f"flag:{kind}", [memory_id])
 
 
 def flag_findings(root: Path, memories: Iterable[Memory]) -> list[Any]:
     """One ``flag`` finding per (memory, flag kind) with open flags, listing every reason and who gave it."""
     from .governance import Finding
+
     by_id = {m.id: m for m in memories}
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for flag in open_flags(load_flags(root), by_id):
@@ -126,18 +147,32 @@ def flag_findings(root: Path, memories: Iterable[Memory]) -> list[Any]:
         who = sorted({r["by"] for r in reasons})
         first = reasons[0]["reason"]
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        action = {"action": "archive", "ids": [memory_id],
-                  "suggestion": "read it; edit it if it is still useful, archive it if it is not"} \
-            if kind in ("stale", "duplicate") else \
-            {"action": "review", "ids": [memory_id],
-             "suggestion": "read it and correct it (the flag clears when the memory changes), or dismiss the flag"}
-        found.append(Finding(
-            "flag", [memory_id], [memory.rel_path],
-            f"{', '.join(who)} flagged {memory_id} as {kind}: {first}{more}",
-            {"flag_kind": kind, "flags": reasons, "version": memory.version},
-            action, command=f"ctxos archive {memory_id}" if action["action"] == "archive" else "",
-            severity="warning" if kind in ("wrong", "conflict") else "info",
-            fingerprint=flag_fingerprint(memory_id, kind)))
+        action = (
+            {
+                "action": "archive",
+                "ids": [memory_id],
+                "suggestion": "read it; edit it if it is still useful, archive it if it is not",
+            }
+            if kind in ("stale", "duplicate")
+            else {
+                "action": "review",
+                "ids": [memory_id],
+                "suggestion": "read it and correct it (the flag clears when the memory changes), or dismiss the flag",
+            }
+        )
+        found.append(
+            Finding(
+                "flag",
+                [memory_id],
+                [memory.rel_path],
+                f"{', '.join(who)} flagged {memory_id} as {kind}: {first}{more}",
+                {"flag_kind": kind, "flags": reasons, "version": memory.version},
+                action,
+                command=f"ctxos archive {memory_id}" if action["action"] == "archive" else "",
+                severity="warning" if kind in ("wrong", "conflict") else "info",
+                fingerprint=flag_fingerprint(memory_id, kind),
+            )
+        )
     return found
 
 

@@ -18,6 +18,7 @@ The analysis (``analyze``) is pure: it takes memories and the numbers it needs
 dismissals in ``.ctxos/dismissed.json``. Overlap is found with a prefix-filtered
 similarity join (``similarity.py``), never by comparing every pair.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,22 +30,30 @@ import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write_text
 from .config import Config
 from .model import InvalidFile, Memory
-from .similarity import (claims, content_tokens, contradictions, jaccard, shingles,
-                         similarity_join)
+from .similarity import claims, content_tokens, contradictions, jaccard, shingles, similarity_join
 from .workspace import state_dir
 
 log = logging.getLogger(__name__)
 
-KINDS: tuple[str, ...] = ("invalid_file", "sync_conflict", "flag", "conflict", "consolidation", "god_node", "scratch_expired", "decay")
+KINDS: tuple[str, ...] = (
+    "invalid_file",
+    "sync_conflict",
+    "flag",
+    "conflict",
+    "consolidation",
+    "god_node",
+    "scratch_expired",
+    "decay",
+)
 DISMISSED_FILENAME = "dismissed.json"
-_DISMISS_LOCK = threading.Lock()   # dismiss is a read-modify-write of dismissed.json
+_DISMISS_LOCK = threading.Lock()  # dismiss is a read-modify-write of dismissed.json
 REPORT_FILENAME = "governance.json"
 
 
@@ -53,13 +62,13 @@ class Finding:
     """One thing a person should look at."""
 
     kind: str
-    ids: list[str]                      # memory ids (empty for an invalid file)
-    paths: list[str]                    # workspace-relative paths of the files involved
+    ids: list[str]  # memory ids (empty for an invalid file)
+    paths: list[str]  # workspace-relative paths of the files involved
     reason: str
     evidence: dict[str, Any]
-    action: dict[str, Any]              # {"action": "archive"|"set_importance"|"merge"|"review"|"fix", ...}
-    command: str = ""                   # the CLI command that carries out the action, when there is one
-    severity: str = "info"              # "info" | "warning" | "error"
+    action: dict[str, Any]  # {"action": "archive"|"set_importance"|"merge"|"review"|"fix", ...}
+    command: str = ""  # the CLI command that carries out the action, when there is one
+    severity: str = "info"  # "info" | "warning" | "error"
     fingerprint: str = ""
 
     def __post_init__(self) -> None:
@@ -72,9 +81,15 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "fingerprint": self.fingerprint, "kind": self.kind, "severity": self.severity,
-            "ids": list(self.ids), "paths": list(self.paths), "reason": self.reason,
-            "evidence": self.evidence, "action": self.action, "command": self.command,
+            "fingerprint": self.fingerprint,
+            "kind": self.kind,
+            "severity": self.severity,
+            "ids": list(self.ids),
+            "paths": list(self.paths),
+            "reason": self.reason,
+            "evidence": self.evidence,
+            "action": self.action,
+            "command": self.command,
         }
 
 
@@ -105,7 +120,7 @@ class GovernanceSettings:
     max_posting: int = 400
 
     @classmethod
-    def from_config(cls, config: Config) -> "GovernanceSettings":
+    def from_config(cls, config: Config) -> GovernanceSettings:
         g = config.section("governance")
         decay, conflict, dup, god = (g.get(k) or {} for k in ("decay", "conflict", "consolidation", "god_nodes"))
         base = cls()
@@ -118,8 +133,9 @@ class GovernanceSettings:
             conflict_importance_gap=float(conflict.get("importance_gap", base.conflict_importance_gap)),
             contradiction_min_words=int(conflict.get("contradiction_min_words", base.contradiction_min_words)),
             contradiction_min_jaccard=float(conflict.get("contradiction_min_overlap", base.contradiction_min_jaccard)),
-            contradiction_min_topic_overlap=float(conflict.get("contradiction_min_topic_overlap",
-                                                               base.contradiction_min_topic_overlap)),
+            contradiction_min_topic_overlap=float(
+                conflict.get("contradiction_min_topic_overlap", base.contradiction_min_topic_overlap)
+            ),
             duplicate_min_jaccard=float(dup.get("min_overlap", base.duplicate_min_jaccard)),
             duplicate_shingle_words=int(dup.get("shingle_words", base.duplicate_shingle_words)),
             god_min_ratio=float(god.get("min_centrality_ratio", base.god_min_ratio)),
@@ -135,20 +151,20 @@ class GovernanceInputs:
 
     memories: Sequence[Memory]
     invalid: Sequence[InvalidFile] = ()
-    loads: Mapping[str, int] = field(default_factory=dict)       # loads per id within decay_days
+    loads: Mapping[str, int] = field(default_factory=dict)  # loads per id within decay_days
     centrality: Mapping[str, float] = field(default_factory=dict)  # PageRank (sums to 1)
-    degree: Mapping[str, int] = field(default_factory=dict)       # graph degree (explicit + implicit)
-    now: datetime | None = None                                    # naive UTC; default: now
+    degree: Mapping[str, int] = field(default_factory=dict)  # graph degree (explicit + implicit)
+    now: datetime | None = None  # naive UTC; default: now
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _modified(memory: Memory) -> datetime:
     if memory.modified is not None:
         return memory.modified
-    return datetime.fromtimestamp(memory.mtime, timezone.utc).replace(tzinfo=None)
+    return datetime.fromtimestamp(memory.mtime, UTC).replace(tzinfo=None)
 
 
 def _text(memory: Memory) -> str:
@@ -156,6 +172,7 @@ def _text(memory: Memory) -> str:
 
 
 # --- the analysis ------------------------------------------------------------------
+
 
 def analyze(inputs: GovernanceInputs, settings: GovernanceSettings | None = None) -> list[Finding]:
     """All findings, most serious kind first, then by fingerprint (deterministic)."""
@@ -176,36 +193,60 @@ def analyze(inputs: GovernanceInputs, settings: GovernanceSettings | None = None
 
 def invalid_file_findings(invalid: Iterable[InvalidFile]) -> list[Finding]:
     return [
-        Finding("invalid_file", [], [bad.rel_path], f"{bad.rel_path} is not served: {bad.reason}",
-                {"reason": bad.reason},
-                {"action": "fix", "path": bad.rel_path, "suggestion": f"fix {bad.rel_path}: {bad.reason}"},
-                command="ctxos doctor", severity="error")
+        Finding(
+            "invalid_file",
+            [],
+            [bad.rel_path],
+            f"{bad.rel_path} is not served: {bad.reason}",
+            {"reason": bad.reason},
+            {"action": "fix", "path": bad.rel_path, "suggestion": f"fix {bad.rel_path}: {bad.reason}"},
+            command="ctxos doctor",
+            severity="error",
+        )
         for bad in sorted(invalid, key=lambda b: b.rel_path)
     ]
 
 
-def decay_findings(memories: Sequence[Memory], loads: Mapping[str, int], now: datetime,
-                   settings: GovernanceSettings) -> list[Finding]:
+def decay_findings(
+    memories: Sequence[Memory], loads: Mapping[str, int], now: datetime, settings: GovernanceSettings
+) -> list[Finding]:
     """Not modified for ``decay_days`` and loaded at most ``decay_max_loads`` times in that window."""
     cutoff = now - timedelta(days=settings.decay_days)
     found = []
     for memory in memories:
-        if (memory.type in settings.decay_exempt_types or memory.always_load or memory.type == "scratch"
-                or memory.is_source):     # accepted references, read-only: archiving one is refused anyway
+        if (
+            memory.type in settings.decay_exempt_types
+            or memory.always_load
+            or memory.type == "scratch"
+            or memory.is_source
+        ):  # accepted references, read-only: archiving one is refused anyway
             continue
         modified = _modified(memory)
         count = int(loads.get(memory.id, 0))
         if modified <= cutoff and count <= settings.decay_max_loads:
             age = (now - modified).days
-            found.append(Finding(
-                "decay", [memory.id], [memory.rel_path],
-                f"{memory.id} has not changed for {age} days and was loaded {count} time(s) "
-                f"in the last {settings.decay_days} days",
-                {"age_days": age, "modified": modified.isoformat(), "loads": count,
-                 "window_days": settings.decay_days, "importance": memory.importance},
-                {"action": "archive", "ids": [memory.id],
-                 "suggestion": "update it if it is still true, archive it if it is not"},
-                command=f"ctxos archive {memory.id}"))
+            found.append(
+                Finding(
+                    "decay",
+                    [memory.id],
+                    [memory.rel_path],
+                    f"{memory.id} has not changed for {age} days and was loaded {count} time(s) "
+                    f"in the last {settings.decay_days} days",
+                    {
+                        "age_days": age,
+                        "modified": modified.isoformat(),
+                        "loads": count,
+                        "window_days": settings.decay_days,
+                        "importance": memory.importance,
+                    },
+                    {
+                        "action": "archive",
+                        "ids": [memory.id],
+                        "suggestion": "update it if it is still true, archive it if it is not",
+                    },
+                    command=f"ctxos archive {memory.id}",
+                )
+            )
     return found
 
 
@@ -214,13 +255,22 @@ def scratch_findings(memories: Sequence[Memory], now: datetime, settings: Govern
     found = []
     for memory in scratch_expired(memories, now, settings.scratch_ttl_days):
         age = (now - _modified(memory)).days
-        found.append(Finding(
-            "scratch_expired", [memory.id], [memory.rel_path],
-            f"scratch {memory.id} is {age} days old, past its {settings.scratch_ttl_days}-day TTL",
-            {"age_days": age, "ttl_days": settings.scratch_ttl_days},
-            {"action": "archive", "ids": [memory.id],
-             "suggestion": "archive it, or move what is worth keeping into a memory of a lasting type"},
-            command=f"ctxos archive {memory.id}", severity="warning"))
+        found.append(
+            Finding(
+                "scratch_expired",
+                [memory.id],
+                [memory.rel_path],
+                f"scratch {memory.id} is {age} days old, past its {settings.scratch_ttl_days}-day TTL",
+                {"age_days": age, "ttl_days": settings.scratch_ttl_days},
+                {
+                    "action": "archive",
+                    "ids": [memory.id],
+                    "suggestion": "archive it, or move what is worth keeping into a memory of a lasting type",
+                },
+                command=f"ctxos archive {memory.id}",
+                severity="warning",
+            )
+        )
     return found
 
 
@@ -247,8 +297,11 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
 
     # When no two memories can disagree on type or importance, skip the join altogether.
     can_disagree = len(set(types)) > 1 or (memories and max(importance) - min(importance) >= gap)
-    pairs = similarity_join(token_sets, settings.conflict_min_text_jaccard, settings.max_posting,
-                            accept=disagree) if can_disagree else []
+    pairs = (
+        similarity_join(token_sets, settings.conflict_min_text_jaccard, settings.max_posting, accept=disagree)
+        if can_disagree
+        else []
+    )
     for i, j, score in pairs:
         a, b = memories[i], memories[j]
         shared_tags = _shared_tags(a, b)
@@ -260,8 +313,7 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
         if abs(a.importance - b.importance) >= settings.conflict_importance_gap:
             problems.append(f"importance differs ({a.importance:g} vs {b.importance:g})")
         if problems:
-            by_pair[(a.id, b.id)] = {"text_overlap": round(score, 3), "shared_tags": shared_tags,
-                                     "problems": problems}
+            by_pair[(a.id, b.id)] = {"text_overlap": round(score, 3), "shared_tags": shared_tags, "problems": problems}
     all_claims = [c for m in memories for c in claims(m.id, _text(m), settings.contradiction_min_words)]
     position = {m.id: n for n, m in enumerate(memories)}
     for pos, neg, score in contradictions(all_claims, settings.contradiction_min_jaccard, settings.max_posting):
@@ -280,17 +332,28 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
     found = []
     for (a_id, b_id), evidence in sorted(by_pair.items()):
         a, b = by_id[a_id], by_id[b_id]
-        evidence = {"types": {a.id: a.type, b.id: b.type},
-                    "importance": {a.id: a.importance, b.id: b.importance}, **evidence}
+        evidence = {
+            "types": {a.id: a.type, b.id: b.type},
+            "importance": {a.id: a.importance, b.id: b.importance},
+            **evidence,
+        }
         contradict = "contradictions" in evidence
-        found.append(Finding(
-            "conflict", [a.id, b.id], [a.rel_path, b.rel_path],
-            f"{a.id} and {b.id} overlap but " + "; ".join(evidence["problems"]),
-            evidence,
-            {"action": "review", "ids": [a.id, b.id],
-             "suggestion": "decide which one is right; edit it, and archive the other if it is wrong"},
-            command=f"ctxos archive {b.id if a.importance >= b.importance else a.id}",
-            severity="warning" if contradict else "info"))
+        found.append(
+            Finding(
+                "conflict",
+                [a.id, b.id],
+                [a.rel_path, b.rel_path],
+                f"{a.id} and {b.id} overlap but " + "; ".join(evidence["problems"]),
+                evidence,
+                {
+                    "action": "review",
+                    "ids": [a.id, b.id],
+                    "suggestion": "decide which one is right; edit it, and archive the other if it is wrong",
+                },
+                command=f"ctxos archive {b.id if a.importance >= b.importance else a.id}",
+                severity="warning" if contradict else "info",
+            )
+        )
     return found
 
 
@@ -327,19 +390,33 @@ def consolidation_findings(memories: Sequence[Memory], settings: GovernanceSetti
         keep = max(group, key=lambda m: (m.importance, _modified(m), m.id))
         others = [m.id for m in group if m.id != keep.id]
         top = sorted(pair_scores[root], key=lambda p: -p[2])[:10]
-        found.append(Finding(
-            "consolidation", [m.id for m in group], [m.rel_path for m in group],
-            f"{len(group)} near-duplicate memories: {', '.join(m.id for m in group)}",
-            {"similarity": [{"a": memories[i].id, "b": memories[j].id, "overlap": round(s, 3)} for i, j, s in top],
-             "keep": keep.id},
-            {"action": "merge", "into": keep.id, "ids": others,
-             "suggestion": f"merge what is unique into {keep.id}, then archive the rest"},
-            command="ctxos archive " + " ".join(others)))
+        found.append(
+            Finding(
+                "consolidation",
+                [m.id for m in group],
+                [m.rel_path for m in group],
+                f"{len(group)} near-duplicate memories: {', '.join(m.id for m in group)}",
+                {
+                    "similarity": [
+                        {"a": memories[i].id, "b": memories[j].id, "overlap": round(s, 3)} for i, j, s in top
+                    ],
+                    "keep": keep.id,
+                },
+                {
+                    "action": "merge",
+                    "into": keep.id,
+                    "ids": others,
+                    "suggestion": f"merge what is unique into {keep.id}, then archive the rest",
+                },
+                command="ctxos archive " + " ".join(others),
+            )
+        )
     return found
 
 
-def god_node_findings(memories: Sequence[Memory], centrality: Mapping[str, float], degree: Mapping[str, int],
-                      settings: GovernanceSettings) -> list[Finding]:
+def god_node_findings(
+    memories: Sequence[Memory], centrality: Mapping[str, float], degree: Mapping[str, int], settings: GovernanceSettings
+) -> list[Finding]:
     """Memories much more central than average (PageRank >= ratio x mean) yet marked unimportant."""
     if not centrality or not memories:
         return []
@@ -353,14 +430,23 @@ def god_node_findings(memories: Sequence[Memory], centrality: Mapping[str, float
         if memory.importance >= settings.god_max_importance:
             continue
         suggested = suggest_importance(ratio, memory.importance)
-        found.append(Finding(
-            "god_node", [memory.id], [memory.rel_path],
-            f"{memory.id} is linked from much of the workspace (centrality {ratio:.1f}x the average, "
-            f"{links} links) but has importance {memory.importance:g}",
-            {"centrality_ratio": round(ratio, 3), "degree": links, "importance": memory.importance},
-            {"action": "set_importance", "id": memory.id, "value": suggested,
-             "suggestion": f"raise its importance to {suggested:g}"},
-            command=f"ctxos importance {memory.id} {suggested:g}"))
+        found.append(
+            Finding(
+                "god_node",
+                [memory.id],
+                [memory.rel_path],
+                f"{memory.id} is linked from much of the workspace (centrality {ratio:.1f}x the average, "
+                f"{links} links) but has importance {memory.importance:g}",
+                {"centrality_ratio": round(ratio, 3), "degree": links, "importance": memory.importance},
+                {
+                    "action": "set_importance",
+                    "id": memory.id,
+                    "value": suggested,
+                    "suggestion": f"raise its importance to {suggested:g}",
+                },
+                command=f"ctxos importance {memory.id} {suggested:g}",
+            )
+        )
     return found
 
 
@@ -371,6 +457,7 @@ def suggest_importance(centrality_ratio: float, current: float) -> float:
 
 
 # --- dismissals -----------------------------------------------------------------
+
 
 def dismissed_path(root: Path) -> Path:
     return state_dir(Path(root)) / DISMISSED_FILENAME
@@ -402,8 +489,7 @@ def subject_checksums(root: Path, finding: Finding, checksum_of: Mapping[str, st
     return result
 
 
-def is_dismissed(root: Path, finding: Finding, dismissed: Mapping[str, Any],
-                 checksum_of: Mapping[str, str]) -> bool:
+def is_dismissed(root: Path, finding: Finding, dismissed: Mapping[str, Any], checksum_of: Mapping[str, str]) -> bool:
     """Dismissed, and none of its files changed since (a change brings the finding back)."""
     entry = dismissed.get(finding.fingerprint)
     if not entry:
@@ -412,6 +498,7 @@ def is_dismissed(root: Path, finding: Finding, dismissed: Mapping[str, Any],
 
 
 # --- report -----------------------------------------------------------------------
+
 
 @dataclass
 class GovernanceReport:
@@ -432,21 +519,28 @@ class GovernanceReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "generated_at": self.generated_at, "memories": self.memories,
-            "elapsed_ms": round(self.elapsed_ms, 3), "counts": self.counts(),
-            "dismissed": self.dismissed, "findings": [f.to_dict() for f in self.findings],
+            "generated_at": self.generated_at,
+            "memories": self.memories,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "counts": self.counts(),
+            "dismissed": self.dismissed,
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
-def build_report(root: Path, inputs: GovernanceInputs, settings: GovernanceSettings,
-                 include_dismissed: bool = False) -> GovernanceReport:
+def build_report(
+    root: Path, inputs: GovernanceInputs, settings: GovernanceSettings, include_dismissed: bool = False
+) -> GovernanceReport:
     """Analyse, then drop dismissed findings whose files have not changed."""
-    from .flags import flag_findings   # agents' flags (services/flags.py) join the queue here
-    from .history.sync import sync_findings   # a team sync that stopped on a conflict (history/sync.py)
+    from .flags import flag_findings  # agents' flags (services/flags.py) join the queue here
+    from .history.sync import sync_findings  # a team sync that stopped on a conflict (history/sync.py)
+
     started = time.perf_counter()
     rank = {kind: n for n, kind in enumerate(KINDS)}
-    findings = sorted(analyze(inputs, settings) + flag_findings(root, inputs.memories) + sync_findings(root),
-                      key=lambda f: (rank.get(f.kind, 99), f.fingerprint))
+    findings = sorted(
+        analyze(inputs, settings) + flag_findings(root, inputs.memories) + sync_findings(root),
+        key=lambda f: (rank.get(f.kind, 99), f.fingerprint),
+    )
     dismissed = load_dismissed(root)
     checksum_of = {m.id: m.checksum for m in inputs.memories}
     shown, hidden = [], 0
@@ -456,11 +550,16 @@ def build_report(root: Path, inputs: GovernanceInputs, settings: GovernanceSetti
         else:
             shown.append(finding)
     return GovernanceReport(
-        shown, hidden, len(inputs.memories), (time.perf_counter() - started) * 1000.0,
-        datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+        shown,
+        hidden,
+        len(inputs.memories),
+        (time.perf_counter() - started) * 1000.0,
+        datetime.now(UTC).replace(microsecond=0).isoformat(),
+    )
 
 
 # --- the Engine side: inputs, report, actions ---------------------------------------
+
 
 def memory_snapshot(engine: Any) -> list[Memory]:
     """The engine's memories, copied in one step (safe while the write thread changes the store)."""
@@ -475,8 +574,12 @@ def link_graph(engine: Any) -> Any:
     if graph is not None:
         return graph
     from .graph import build_graph
-    return build_graph(engine.store.list(), engine.store.resolve_link,
-                       min_shared_tags=int(engine.config.get("graph.implicit_edge_min_shared_tags", 2)))
+
+    return build_graph(
+        engine.store.list(),
+        engine.store.resolve_link,
+        min_shared_tags=int(engine.config.get("graph.implicit_edge_min_shared_tags", 2)),
+    )
 
 
 def centrality(graph: Any) -> tuple[dict[str, float], dict[str, int]]:
@@ -499,6 +602,7 @@ def centrality(graph: Any) -> tuple[dict[str, float], dict[str, int]]:
     if not edges:
         return {}, degree
     import igraph
+
     g = igraph.Graph(n=len(nodes), edges=edges, directed=True)
     ranks = g.pagerank(directed=True, weights=weights)
     return {node: ranks[i] for node, i in position.items()}, degree
@@ -508,12 +612,12 @@ def gather_inputs(engine: Any, settings: GovernanceSettings, now: datetime | Non
     memories = memory_snapshot(engine)
     loads = engine.access_log.counts_in_window(settings.decay_days)
     ranks, degree = centrality(link_graph(engine))
-    return GovernanceInputs(memories=memories, invalid=engine.invalid_files(), loads=loads,
-                            centrality=ranks, degree=degree, now=now)
+    return GovernanceInputs(
+        memories=memories, invalid=engine.invalid_files(), loads=loads, centrality=ranks, degree=degree, now=now
+    )
 
 
-_REPORT_CACHE: "weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], GovernanceReport]]" = \
-    weakref.WeakKeyDictionary()
+_REPORT_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], GovernanceReport]] = weakref.WeakKeyDictionary()
 
 
 def _report_key(engine: Any, include_dismissed: bool) -> tuple[Any, ...] | None:
@@ -528,14 +632,23 @@ def _report_key(engine: Any, include_dismissed: bool) -> tuple[Any, ...] | None:
         dismissed = 0
     from .flags import flags_mtime
     from .history.sync import state_mtime
+
     minute = int(time.time() // 60)
-    return (generation, access_log.last_query_id(), dismissed, flags_mtime(engine.root), state_mtime(engine.root),
-            id(engine.config),
-            include_dismissed, minute)
+    return (
+        generation,
+        access_log.last_query_id(),
+        dismissed,
+        flags_mtime(engine.root),
+        state_mtime(engine.root),
+        id(engine.config),
+        include_dismissed,
+        minute,
+    )
 
 
-def governance_report(engine: Any, *, include_dismissed: bool = False, now: datetime | None = None,
-                      save: bool = True) -> GovernanceReport:
+def governance_report(
+    engine: Any, *, include_dismissed: bool = False, now: datetime | None = None, save: bool = True
+) -> GovernanceReport:
     """Run governance on an engine's current state; keep the result in ``.ctxos/governance.json``.
 
     Reports are cached per engine until a file, a load, a dismissal, the config or the
@@ -584,9 +697,10 @@ def dismiss_finding(engine: Any, fingerprint: str) -> dict[str, Any]:
     with _DISMISS_LOCK:
         dismissed = load_dismissed(engine.root)
         dismissed[fingerprint] = {
-            "kind": finding.kind, "subjects": finding.subjects(),
+            "kind": finding.kind,
+            "subjects": finding.subjects(),
             "checksums": subject_checksums(engine.root, finding, checksum_of),
-            "dismissed_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+            "dismissed_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
             "reason": finding.reason,
         }
         save_dismissed(engine.root, dismissed)
@@ -607,6 +721,7 @@ class ActionResult:
 def archive(engine: Any, memory_id: str) -> ActionResult:
     """Move a memory to ``_archive/<its path>`` (excluded from context; ``unarchive`` undoes it)."""
     from .writes import archive_memory
+
     src, dst = archive_memory(engine.root, engine.store, memory_id)
     summary = engine.apply_changes([src])
     return ActionResult({"archived": memory_id, "from": src, "to": dst}, summary)
@@ -617,6 +732,7 @@ def find_archived(engine: Any, ref: str) -> str:
     from .ontology import ARCHIVE_FOLDER
     from .workspace import load_memory
     from .writes import list_archived
+
     paths = list_archived(engine.root)
     wanted = ref if ref.startswith(ARCHIVE_FOLDER + "/") else f"{ARCHIVE_FOLDER}/{ref}"
     if wanted in paths:
@@ -634,6 +750,7 @@ def find_archived(engine: Any, ref: str) -> str:
 def unarchive(engine: Any, ref: str) -> ActionResult:
     """Move an archived memory back to where it was."""
     from .writes import unarchive_memory
+
     src, dst = unarchive_memory(engine.root, find_archived(engine, ref))
     summary = engine.apply_changes([dst])
     memory = engine.store.get_by_path(dst)
@@ -643,6 +760,7 @@ def unarchive(engine: Any, ref: str) -> ActionResult:
 def set_importance(engine: Any, memory_id: str, value: float) -> ActionResult:
     """Rewrite a memory's ``importance`` in its frontmatter (atomic; version bumped)."""
     from .writes import set_importance as write_importance
+
     rel = write_importance(engine.root, engine.store, engine.config, memory_id, value)
     summary = engine.apply_changes([rel])
     return ActionResult({"id": memory_id, "importance": round(float(value), 3), "path": rel}, summary)
@@ -651,12 +769,13 @@ def set_importance(engine: Any, memory_id: str, value: float) -> ActionResult:
 def expire_scratch(engine: Any, now: datetime | None = None) -> list[dict[str, Any]]:
     """Archive scratch memories past ``governance.scratch_ttl_days`` (the scheduled scratch expiry)."""
     from .writes import WriteRefused, archive_memory
+
     settings = GovernanceSettings.from_config(engine.config)
     done, moved = [], []
     for memory in scratch_expired(memory_snapshot(engine), now or _utcnow(), settings.scratch_ttl_days):
         try:
             src, dst = archive_memory(engine.root, engine.store, memory.id)
-        except WriteRefused as exc:   # changed or gone meanwhile: the next run sees it again
+        except WriteRefused as exc:  # changed or gone meanwhile: the next run sees it again
             log.warning("scratch expiry: %s", exc)
             continue
         moved.append(src)

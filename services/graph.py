@@ -12,12 +12,13 @@ Plain data plus igraph's C PageRank: building it for 10,000 memories takes a
 fraction of a second, so the engine rebuilds it lazily after changes instead
 of patching it. ``communities.py`` (Leiden) reads ``edges()``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Callable, Iterable
 
 from .model import Memory
 
@@ -33,17 +34,20 @@ class LinkGraph:
     """Edges and authority for one snapshot of the store."""
 
     nodes: list[str] = field(default_factory=list)
-    outgoing: dict[str, set[str]] = field(default_factory=dict)   # explicit, directed
+    outgoing: dict[str, set[str]] = field(default_factory=dict)  # explicit, directed
     incoming: dict[str, set[str]] = field(default_factory=dict)
-    implicit: dict[str, set[str]] = field(default_factory=dict)   # shared tags, undirected
+    implicit: dict[str, set[str]] = field(default_factory=dict)  # shared tags, undirected
     dangling: list[tuple[str, str]] = field(default_factory=list)  # (source id, link text)
-    authority: dict[str, float] = field(default_factory=dict)      # 0..1
+    authority: dict[str, float] = field(default_factory=dict)  # 0..1
     skipped_tags: list[str] = field(default_factory=list)
 
     def neighbours(self, memory_id: str) -> set[str]:
         """Everything one hop away: links out, links in, shared-tag neighbours."""
-        return (self.outgoing.get(memory_id, set()) | self.incoming.get(memory_id, set())
-                | self.implicit.get(memory_id, set()))
+        return (
+            self.outgoing.get(memory_id, set())
+            | self.incoming.get(memory_id, set())
+            | self.implicit.get(memory_id, set())
+        )
 
     def explicit_edges(self) -> list[tuple[str, str]]:
         return sorted((src, dst) for src, targets in self.outgoing.items() for dst in targets)
@@ -71,15 +75,20 @@ class LinkGraph:
         }
 
 
-def build_graph(memories: Iterable[Memory], resolve: Callable[[str, str], str | None], *,
-                min_shared_tags: int = 2, max_tag_members: int = MAX_TAG_MEMBERS,
-                damping: float = 0.85) -> LinkGraph:
+def build_graph(
+    memories: Iterable[Memory],
+    resolve: Callable[[str, str], str | None],
+    *,
+    min_shared_tags: int = 2,
+    max_tag_members: int = MAX_TAG_MEMBERS,
+    damping: float = 0.85,
+) -> LinkGraph:
     """Build the graph for ``memories``; ``resolve(link text, linking file's path)`` gives an id or None
     (the path matters: Obsidian prefers a note in the linking note's folder)."""
     memories = list(memories)
     graph = LinkGraph(nodes=sorted(m.id for m in memories))
     known = set(graph.nodes)
-    resolved_of: dict[tuple[str, str], str | None] = {}   # one lookup per link text and folder
+    resolved_of: dict[tuple[str, str], str | None] = {}  # one lookup per link text and folder
     for memory in memories:
         folder = memory.rel_path.rpartition("/")[0]
         for target in memory.links:

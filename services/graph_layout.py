@@ -13,6 +13,7 @@ Cost: a layout per community plus the placement (a spiral for the 120 largest,
 rows for the rest); about 0.2 s for the 7,000-page tldr corpus (``bench_governance.py``). The
 daemon caches the result per community map (``layout_for``).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,11 +21,11 @@ import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
-SPACING = 55.0            # distance between neighbouring memories, in layout units (pixels at zoom 1)
-GAP = 100.0               # space between two communities' discs
+SPACING = 55.0  # distance between neighbouring memories, in layout units (pixels at zoom 1)
+GAP = 100.0  # space between two communities' discs
 FR_ITERATIONS = 300
 KK_MAX_NODES = 400
-SPIRAL_MAX = 120          # communities placed on the spiral; smaller ones are packed in rows below
+SPIRAL_MAX = 120  # communities placed on the spiral; smaller ones are packed in rows below
 LAYOUT_SEED = 42
 _RNG_LOCK = threading.Lock()
 _CACHE: dict[str, dict[str, tuple[float, float]]] = {}
@@ -36,18 +37,20 @@ def _local_layout(members: Sequence[str], edges: Sequence[tuple[str, str]]) -> l
     if n == 1:
         return [(0.0, 0.0)]
     import igraph as ig
+
     index = {m: i for i, m in enumerate(members)}
     pairs = sorted({(min(index[a], index[b]), max(index[a], index[b])) for a, b in edges if a != b})
     graph = ig.Graph(n=n, edges=pairs, directed=False)
     start = [[math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)] for i in range(n)]
-    with _RNG_LOCK:   # the layouts jitter with igraph's RNG: a seeded one, then the default (random module) back
+    with _RNG_LOCK:  # the layouts jitter with igraph's RNG: a seeded one, then the default (random module) back
         ig.set_random_number_generator(random.Random(LAYOUT_SEED))
         try:
-            if n <= KK_MAX_NODES:   # Kamada-Kawai spreads a dense cluster evenly (O(n^2): small communities only)
+            if n <= KK_MAX_NODES:  # Kamada-Kawai spreads a dense cluster evenly (O(n^2): small communities only)
                 coords = graph.layout_kamada_kawai(seed=start, maxiter=50 * n).coords
             else:
-                coords = graph.layout_fruchterman_reingold(seed=start, niter=FR_ITERATIONS,
-                                                           grid="grid" if n > 1000 else "nogrid").coords
+                coords = graph.layout_fruchterman_reingold(
+                    seed=start, niter=FR_ITERATIONS, grid="grid" if n > 1000 else "nogrid"
+                ).coords
         finally:
             ig.set_random_number_generator(random)
     cx = sum(x for x, _ in coords) / n
@@ -104,8 +107,9 @@ def _spiral(radii: Sequence[float]) -> list[tuple[float, float]]:
     return centres
 
 
-def community_layout(nodes: Iterable[str], edges: Iterable[tuple[str, str]],
-                     communities: Mapping[str, int | None]) -> dict[str, tuple[float, float]]:
+def community_layout(
+    nodes: Iterable[str], edges: Iterable[tuple[str, str]], communities: Mapping[str, int | None]
+) -> dict[str, tuple[float, float]]:
     """``{id: (x, y)}``: communities laid out separately and placed apart (deterministic)."""
     node_list = sorted(set(nodes))
     edge_list = [(a, b) for a, b in edges]
@@ -143,8 +147,9 @@ def community_layout(nodes: Iterable[str], edges: Iterable[tuple[str, str]],
     return positions
 
 
-def layout_for(fingerprint: str, nodes: Iterable[str], edges: Iterable[tuple[str, str]],
-               communities: Mapping[str, int | None]) -> dict[str, tuple[float, float]]:
+def layout_for(
+    fingerprint: str, nodes: Iterable[str], edges: Iterable[tuple[str, str]], communities: Mapping[str, int | None]
+) -> dict[str, tuple[float, float]]:
     """``community_layout`` cached by the community map's fingerprint (same graph, same picture)."""
     cached = _CACHE.get(fingerprint)
     if cached is None:

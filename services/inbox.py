@@ -13,17 +13,26 @@ removed once the new one is final and only if nobody changed it meanwhile. So
 a refusal or a crash leaves the inbox file where it was, and the worst case is
 the file in both places, never in neither.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .config import Config
-from .memory_file import (MemoryFileError, checksum_bytes, decode_memory_bytes, derived_l0,
-                          parse_frontmatter_mapping, render_new_file, split_frontmatter, update_frontmatter)
+from .memory_file import (
+    MemoryFileError,
+    checksum_bytes,
+    decode_memory_bytes,
+    derived_l0,
+    parse_frontmatter_mapping,
+    render_new_file,
+    split_frontmatter,
+    update_frontmatter,
+)
 from .ontology import MEMORY_TYPES, STAGING_FOLDER, TYPE_FOLDERS
 from .store import MemoryStore
 from .write_gate import WriteRefused, commit_memory, notify_written
@@ -40,26 +49,38 @@ class InboxItem:
     size: int
     modified: str
     l0: str = ""
-    type: str | None = None      # a ``type:`` the file already names
+    type: str | None = None  # a ``type:`` the file already names
     problem: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "modified": self.modified, "l0": self.l0,
-                "type": self.type, "problem": self.problem}
+        return {
+            "path": self.path,
+            "size": self.size,
+            "modified": self.modified,
+            "l0": self.l0,
+            "type": self.type,
+            "problem": self.problem,
+        }
 
 
 @dataclass
 class PromoteResult:
     id: str
     type: str
-    source: str                  # the inbox path it came from
-    path: str                    # where it is now
-    filled: list[str] = field(default_factory=list)   # frontmatter keys promote added or set
+    source: str  # the inbox path it came from
+    path: str  # where it is now
+    filled: list[str] = field(default_factory=list)  # frontmatter keys promote added or set
     warning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "from": self.source, "to": self.path,
-                "filled": list(self.filled), "warning": self.warning}
+        return {
+            "id": self.id,
+            "type": self.type,
+            "from": self.source,
+            "to": self.path,
+            "filled": list(self.filled),
+            "warning": self.warning,
+        }
 
 
 def list_inbox(root: Path, config: Config) -> list[InboxItem]:
@@ -71,12 +92,16 @@ def list_inbox(root: Path, config: Config) -> list[InboxItem]:
     max_bytes = int(config.get("limits.max_file_bytes", 262144))
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in PurePosixPath(rel).parts) or not path.is_file() \
-                or not path.name.lower().endswith(INBOX_SUFFIXES):
+        if (
+            any(part.startswith(".") for part in PurePosixPath(rel).parts)
+            or not path.is_file()
+            or not path.name.lower().endswith(INBOX_SUFFIXES)
+        ):
             continue
         stat = path.stat()
-        item = InboxItem(rel, stat.st_size,
-                         datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc).replace(microsecond=0).isoformat())
+        item = InboxItem(
+            rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, tz=UTC).replace(microsecond=0).isoformat()
+        )
         try:
             meta, body = _read(path, max_bytes)
             item.l0 = str(meta.get("l0") or "").strip() or derived_l0(meta, body, rel)
@@ -111,8 +136,9 @@ def inbox_path(root: Path, name: str) -> str:
     return rel
 
 
-def promote(root: Path, store: MemoryStore, config: Config, name: str, kind: str, *,
-            memory_id: str | None = None) -> PromoteResult:
+def promote(
+    root: Path, store: MemoryStore, config: Config, name: str, kind: str, *, memory_id: str | None = None
+) -> PromoteResult:
     """Move one inbox file into ``TYPE_FOLDERS[kind]`` as a memory (see module doc). Raises ``WriteRefused``."""
     kind = (kind or "").strip().lower()
     if kind not in MEMORY_TYPES:
@@ -140,8 +166,10 @@ def promote(root: Path, store: MemoryStore, config: Config, name: str, kind: str
         result = PromoteResult(chosen, kind, src_rel, dst_rel, sorted(fields))
         try:
             if checksum_bytes(src.read_bytes()) != checksum_bytes(raw):
-                result.warning = (f"{src_rel} changed while it was promoted; it was left in the inbox "
-                                  f"(the version promoted is {dst_rel})")
+                result.warning = (
+                    f"{src_rel} changed while it was promoted; it was left in the inbox "
+                    f"(the version promoted is {dst_rel})"
+                )
                 return result
             os.unlink(src)
         except OSError as exc:
@@ -151,16 +179,18 @@ def promote(root: Path, store: MemoryStore, config: Config, name: str, kind: str
     return result
 
 
-def _choose_id(root: Path, store: MemoryStore, wanted: str | None, meta: dict[str, Any], src_rel: str,
-               kind: str) -> str:
+def _choose_id(
+    root: Path, store: MemoryStore, wanted: str | None, meta: dict[str, Any], src_rel: str, kind: str
+) -> str:
     if wanted:
         chosen = validate_id(wanted)
         if store.get(chosen) is not None or (root / TYPE_FOLDERS[kind] / f"{chosen}.md").exists():
             raise WriteRefused(f"id {chosen!r} is taken; pick another with --id")
         return chosen
     own = meta.get("id")
-    base = slugify(str(own)) if isinstance(own, (str, int)) and str(own).strip() else \
-        slugify(PurePosixPath(src_rel).stem)
+    base = (
+        slugify(str(own)) if isinstance(own, (str, int)) and str(own).strip() else slugify(PurePosixPath(src_rel).stem)
+    )
     for n in range(1, 1000):
         candidate = base if n == 1 else f"{base}-{n}"
         if store.get(candidate) is None and not (root / TYPE_FOLDERS[kind] / f"{candidate}.md").exists():
@@ -168,15 +198,16 @@ def _choose_id(root: Path, store: MemoryStore, wanted: str | None, meta: dict[st
     raise WriteRefused(f"no free id for {src_rel}; pass one with --id")
 
 
-def _filled_fields(meta: dict[str, Any], body: str, src_rel: str, kind: str, memory_id: str,
-                   mtime: float) -> dict[str, Any]:
+def _filled_fields(
+    meta: dict[str, Any], body: str, src_rel: str, kind: str, memory_id: str, mtime: float
+) -> dict[str, Any]:
     """The frontmatter keys promote sets: always id, type and modified; the rest only when missing."""
     now = utc_now()
     fields: dict[str, Any] = {"id": memory_id, "type": kind}
     if not str(meta.get("l0") or "").strip():
         fields["l0"] = derived_l0(meta, body, src_rel)
     if meta.get("created") in (None, ""):
-        fields["created"] = datetime.fromtimestamp(mtime, tz=timezone.utc).date()
+        fields["created"] = datetime.fromtimestamp(mtime, tz=UTC).date()
     if meta.get("importance") is None:
         fields["importance"] = 0.5
     if meta.get("tags") is None:

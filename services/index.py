@@ -21,6 +21,7 @@ of a query's cost, so each query word's BM25F scores are computed once per
 index generation with Whoosh's own scorer and summed from arrays after that
 (``_PostingCache``); results equal a Whoosh search.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -32,9 +33,9 @@ import threading
 import time
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Sequence
 
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
@@ -49,13 +50,13 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = "3"
 SCHEMA_VERSION_FILE = "ctxos-schema-version"
 INDEX_NAME = "memories"
-MAX_SEGMENTS = 8             # merge small segments once there are more than this
-WRITER_TIMEOUT_S = 10.0      # wait this long for another writer's lock
-COMMON_TERM_SHARE = 0.2      # words in more than this share of memories skip the top-K walk
-COMMON_TERM_MIN_DOCS = 50    # ... but never below this many documents
-GENERATION_CHECK_S = 1.0      # readers look for other processes' commits at most this often
+MAX_SEGMENTS = 8  # merge small segments once there are more than this
+WRITER_TIMEOUT_S = 10.0  # wait this long for another writer's lock
+COMMON_TERM_SHARE = 0.2  # words in more than this share of memories skip the top-K walk
+COMMON_TERM_MIN_DOCS = 50  # ... but never below this many documents
+GENERATION_CHECK_S = 1.0  # readers look for other processes' commits at most this often
 POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
-PROGRESS_EVERY = 100           # rebuild / extend report progress this often (documents)
+PROGRESS_EVERY = 100  # rebuild / extend report progress this often (documents)
 
 _ANALYZER = StemmingAnalyzer()
 _ID_SPLIT_RE = re.compile(r"[-_.\s/]+")
@@ -108,7 +109,7 @@ class Hit:
     id: str
     path: str
     score: float
-    matched: frozenset[str] = frozenset()     # analysed query tokens found in it
+    matched: frozenset[str] = frozenset()  # analysed query tokens found in it
 
 
 @dataclass
@@ -127,12 +128,12 @@ class MemoryIndex:
         self.dir = Path(index_dir)
         self._ix: whoosh_index.Index | None = None
         self._checksums: dict[str, str] = {}
-        self._ids: dict[str, str] = {}        # path -> indexed id (a file's id may change alone: links.qualified_ids)
+        self._ids: dict[str, str] = {}  # path -> indexed id (a file's id may change alone: links.qualified_ids)
         self._local = threading.local()
         self._segments = 0
         self._commits = 0
         self._postings: _PostingCache | None = None
-        self.recovered: str | None = None     # why the index was recreated at open, if it was
+        self.recovered: str | None = None  # why the index was recreated at open, if it was
 
     # --- opening ---------------------------------------------------------------
     def open(self) -> bool:
@@ -142,7 +143,7 @@ class MemoryIndex:
         empty, and ``recovered`` says why.
         """
         self.recovered = None
-        if self._ix is not None:          # re-opening (Engine.load called again)
+        if self._ix is not None:  # re-opening (Engine.load called again)
             self.close()
         version_file = self.dir / SCHEMA_VERSION_FILE
         try:
@@ -204,8 +205,11 @@ class MemoryIndex:
 
     def is_current(self, memory: Memory) -> bool:
         """Is ``memory`` indexed as it is now (same bytes and same id)?"""
-        return (bool(memory.checksum) and self._checksums.get(memory.rel_path) == memory.checksum
-                and self._ids.get(memory.rel_path) == memory.id)
+        return (
+            bool(memory.checksum)
+            and self._checksums.get(memory.rel_path) == memory.checksum
+            and self._ids.get(memory.rel_path) == memory.id
+        )
 
     def __len__(self) -> int:
         return len(self._checksums)
@@ -260,8 +264,12 @@ class MemoryIndex:
             return self.update([memory])
         return self.update([memory], [old_path])
 
-    def rebuild(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None,
-                before_commit: Callable[[], None] | None = None) -> IndexUpdate:
+    def rebuild(
+        self,
+        memories: Iterable[Memory],
+        progress: Callable[[int], None] | None = None,
+        before_commit: Callable[[], None] | None = None,
+    ) -> IndexUpdate:
         """Replace the whole index with ``memories`` in one commit (readers never see it empty).
 
         ``progress(n)`` after every ``PROGRESS_EVERY`` documents; ``before_commit()`` once all are
@@ -325,8 +333,10 @@ class MemoryIndex:
         now = time.monotonic()
         if searcher is None:
             searcher = self.ix.searcher()
-        elif (getattr(local, "commits", None) != self._commits
-              or now - getattr(local, "checked", 0.0) > GENERATION_CHECK_S):
+        elif (
+            getattr(local, "commits", None) != self._commits
+            or now - getattr(local, "checked", 0.0) > GENERATION_CHECK_S
+        ):
             if self.ix.latest_generation() != searcher.reader().generation():
                 # A new searcher rather than Searcher.refresh(): whoosh-reloaded 2.7.5's
                 # reader reuse keeps segments the new generation dropped and stale
@@ -357,8 +367,9 @@ class MemoryIndex:
                 out.append((tuple(analyze(tag)), Term("tags", tag, boost=weight)))
         return out
 
-    def search(self, terms: Sequence[tuple[str, float]], limit: int,
-               restrict_paths: Collection[str] | None = None) -> list[Hit]:
+    def search(
+        self, terms: Sequence[tuple[str, float]], limit: int, restrict_paths: Collection[str] | None = None
+    ) -> list[Hit]:
         """Top ``limit`` memories by BM25F for weighted query words.
 
         ``terms`` are raw words with a weight (1.0 for the person's words, less
@@ -384,14 +395,15 @@ class MemoryIndex:
             return []
         searcher = self._searcher()
         cache = self._posting_cache(searcher)
-        postings = [(tokens, query.boost, cache.postings(searcher, query.fieldname, query.text))
-                    for tokens, query in queries]
+        postings = [
+            (tokens, query.boost, cache.postings(searcher, query.fieldname, query.text)) for tokens, query in queries
+        ]
         if restrict_paths is None:
             chosen = self._selective(searcher, queries)
             keys = {(q.fieldname, q.text) for q in chosen}
             totals: dict[int, float] = {}
             get = totals.get
-            for (tokens, query), (_, weight, (ids, scores)) in zip(queries, postings):
+            for (_tokens, query), (_, weight, (ids, scores)) in zip(queries, postings):
                 if (query.fieldname, query.text) not in keys:
                     continue
                 for docnum, score in zip(ids, scores):
@@ -416,7 +428,7 @@ class MemoryIndex:
             return []
         hits = []
         for docnum, mid, path in docs:
-            score = 0.0                          # all query terms, common ones included
+            score = 0.0  # all query terms, common ones included
             matched: set[str] = set()
             for tokens, weight, (ids, scores) in postings:
                 at = bisect.bisect_left(ids, docnum)
@@ -428,9 +440,9 @@ class MemoryIndex:
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
-    def _posting_cache(self, searcher) -> "_PostingCache":
+    def _posting_cache(self, searcher) -> _PostingCache:
         """The cache for the searcher's generation (a new, empty one after each commit)."""
-        generation = (id(self._ix), searcher.reader().generation())   # a recreated index restarts numbering
+        generation = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering
         cache = self._postings
         if cache is None or cache.generation != generation:
             cache = _PostingCache(generation)
@@ -487,11 +499,15 @@ class MemoryIndex:
 
     def info(self) -> dict[str, object]:
         segments = self._segments if self._ix is not None else 0
-        return {"path": str(self.dir), "documents": len(self._checksums), "segments": segments,
-                "recovered": self.recovered}
+        return {
+            "path": str(self.dir),
+            "documents": len(self._checksums),
+            "segments": segments,
+            "recovered": self.recovered,
+        }
 
     def _close_searchers(self) -> None:
-        self._postings = None       # a recreated index restarts its generation numbers
+        self._postings = None  # a recreated index restarts its generation numbers
         searcher = getattr(self._local, "searcher", None)
         if searcher is not None:
             try:
@@ -534,7 +550,7 @@ class _PostingCache:
         if entry is not None:
             try:
                 self._terms.move_to_end(key)
-            except KeyError:        # evicted by another thread meanwhile
+            except KeyError:  # evicted by another thread meanwhile
                 pass
             return entry
         ids, scores = array("i"), array("d")

@@ -10,27 +10,31 @@ Expansion adds the synonyms of each query word (``bug`` also searches
 words, and keeps the groups so the semantic signal can count a concept as
 covered when any of its words is present.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from whoosh.lang.porter import stem
 
 INTENTS: tuple[str, ...] = ("default", "debug", "brainstorm", "recall")
-SYNONYM_WEIGHT = 0.6          # weight of an expansion word relative to the person's words
+SYNONYM_WEIGHT = 0.6  # weight of an expansion word relative to the person's words
 # Tie-break when two intents have the same number of trigger hits: the more specific first.
 _TIE_ORDER = ("debug", "recall", "brainstorm")
 # Words that carry no topic in a request ("what did she say about ..."): dropped from
 # the searched words (not from intent detection, which needs "when" and "who").
-QUERY_STOP_WORDS = frozenset("""
+QUERY_STOP_WORDS = frozenset(
+    """
 a an the and or but if then of in on at to for from by with about into over after before
 is are was were be been being am do does did done doing have has had having will would
 shall should can could may might must i me my mine we us our you your he him his she her
 it its they them their this that these those there here what which who whom whose when
 where why how any some all also just so than too very not no yes ever
-""".split())
+""".split()
+)
 # Question shapes that say what a person wants even without a trigger word (searched in the
 # lowercased words of the query joined by single spaces; ``intent_patterns:`` in the config overrides).
 DEFAULT_PATTERNS: dict[str, list[str]] = {
@@ -40,15 +44,20 @@ DEFAULT_PATTERNS: dict[str, list[str]] = {
         r"\b(doesn't|does not|won't|will not|can't|cannot|isn't|is not|stopped|stops) (work|working|start|load|"
         r"connect|compile|run|build|sync)\w*\b",
         r"\bhow (do|can|should) (i|we) (fix|debug|resolve|solve|repair)\b",
-        r"\bwhat('s| is) wrong\b", r"\b(goes|went|is|are) wrong\b", r"\b(keeps|kept) (failing|crashing|breaking)\b",
-        r"\b\w+(error|exception)\b", r"\b[45]\d\d\b", r"\b(stopped|stops) \w+ing\b",
+        r"\bwhat('s| is) wrong\b",
+        r"\b(goes|went|is|are) wrong\b",
+        r"\b(keeps|kept) (failing|crashing|breaking)\b",
+        r"\b\w+(error|exception)\b",
+        r"\b[45]\d\d\b",
+        r"\b(stopped|stops) \w+ing\b",
     ],
     "brainstorm": [
         r"\bwhat (should|could|might) (we|i) (build|do|try|make|add|work on|focus on|explore)\b",
         r"\bhow (could|might|can) (we|i) (improve|make|grow|reduce|increase|better|rethink|redesign)\b",
         r"\bwhat are (some|other|the) (ways|options|ideas|alternatives|approaches)\b",
         r"\b(any|some|more|new|fresh) (ideas|suggestions|directions|angles|options)\b",
-        r"\bwhat if\b", r"\bnext (step|steps|feature|features|project|quarter|milestone)\b",
+        r"\bwhat if\b",
+        r"\bnext (step|steps|feature|features|project|quarter|milestone)\b",
         r"\b(pros and cons|trade-?offs?)\b",
     ],
     "recall": [
@@ -57,7 +66,8 @@ DEFAULT_PATTERNS: dict[str, list[str]] = {
         r"say|said|pick\w*|conclu\w*|settle\w*|plan\w*)\b",
         r"\bwhat was the (decision|outcome|result|conclusion|reason|plan)\b",
         r"\b(last time|remind me|do you remember|did we (ever|already)|have we (ever|already))\b",
-        r"\bhow (long ago|many times)\b", r"\bwhat (did|has|had) \w+ (do|make|buy|paint|read|say|write|go)\b",
+        r"\bhow (long ago|many times)\b",
+        r"\bwhat (did|has|had) \w+ (do|make|buy|paint|read|say|write|go)\b",
     ],
 }
 _WORD_RE = re.compile(r"[\w][\w'+#.-]*[\w+#]|[\w]", re.UNICODE)
@@ -85,7 +95,7 @@ class IntentClassifier(Protocol):
         ...
 
 
-PATTERN_WEIGHT = 2.0          # a question pattern counts as two trigger words
+PATTERN_WEIGHT = 2.0  # a question pattern counts as two trigger words
 _PATTERN_CACHE: dict[str, re.Pattern[str] | None] = {}
 
 
@@ -99,7 +109,7 @@ def _pattern(text: str) -> re.Pattern[str] | None:
         try:
             compiled = re.compile(text, re.IGNORECASE)
         except re.error:
-            compiled = None               # a broken pattern in the config is skipped, never fatal
+            compiled = None  # a broken pattern in the config is skipped, never fatal
         if len(_PATTERN_CACHE) > 1000:
             _PATTERN_CACHE.clear()
         _PATTERN_CACHE[text] = compiled
@@ -108,7 +118,7 @@ def _pattern(text: str) -> re.Pattern[str] | None:
 
 def _trigger_hits(stemmed: list[str], triggers: list[Any]) -> list[str]:
     """Triggers found in the query, compared stem to stem ("crashing" matches "crash")."""
-    found: dict[str, str] = {}                   # stemmed trigger -> as written (a stem counts once)
+    found: dict[str, str] = {}  # stemmed trigger -> as written (a stem counts once)
     joined = " " + " ".join(stemmed) + " "
     for trigger in triggers:
         words = query_words(str(trigger))
@@ -120,8 +130,12 @@ def _trigger_hits(stemmed: list[str], triggers: list[Any]) -> list[str]:
     return list(found.values())
 
 
-def detect_intent_detail(query: str, triggers: Mapping[str, Any], classifier: IntentClassifier | None = None,
-                         patterns: Mapping[str, Any] | None = None) -> IntentDetection:
+def detect_intent_detail(
+    query: str,
+    triggers: Mapping[str, Any],
+    classifier: IntentClassifier | None = None,
+    patterns: Mapping[str, Any] | None = None,
+) -> IntentDetection:
     """Question patterns, then stemmed trigger words, then the nearest prototype; else ``default``.
 
     Each intent scores ``PATTERN_WEIGHT`` per matching question pattern plus
@@ -162,8 +176,9 @@ def detect_intent_detail(query: str, triggers: Mapping[str, Any], classifier: In
         guess = classifier.classify(query)
         if guess is not None:
             intent, similarity, prototype = guess
-            return IntentDetection(intent, f"nearest example '{prototype}' ({similarity:.2f}) → {intent}",
-                                   {intent: similarity})
+            return IntentDetection(
+                intent, f"nearest example '{prototype}' ({similarity:.2f}) → {intent}", {intent: similarity}
+            )
     return IntentDetection("default", "no trigger, pattern or close example → default", {})
 
 

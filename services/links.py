@@ -15,13 +15,14 @@ Three pure pieces that the parser (``memory_file``) and the catalog (``store``) 
   from the vault root, else the note in the linking note's folder, else the one
   with the shortest path.
 """
+
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterable
 
 WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Code fences and inline code: a [[link]] written there is an example, not a link.
@@ -29,12 +30,47 @@ CODE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$|`[^`\n]+`", re.MULTILINE | re.DOT
 NOTE_SUFFIXES = (".md", ".markdown")
 # Files Obsidian opens that are not notes (help.obsidian.md "Accepted file formats"), plus the
 # canvas and base files it creates: a link to one is an attachment, not a missing note.
-ATTACHMENT_EXTENSIONS = frozenset({
-    "avif", "bmp", "gif", "jpeg", "jpg", "png", "svg", "webp", "ico", "tif", "tiff", "heic",
-    "flac", "m4a", "mp3", "ogg", "wav", "3gp", "webm", "mkv", "mov", "mp4", "ogv",
-    "pdf", "canvas", "base", "excalidraw", "csv", "json", "txt", "zip", "html", "xml",
-    "docx", "xlsx", "pptx", "epub",
-})
+ATTACHMENT_EXTENSIONS = frozenset(
+    {
+        "avif",
+        "bmp",
+        "gif",
+        "jpeg",
+        "jpg",
+        "png",
+        "svg",
+        "webp",
+        "ico",
+        "tif",
+        "tiff",
+        "heic",
+        "flac",
+        "m4a",
+        "mp3",
+        "ogg",
+        "wav",
+        "3gp",
+        "webm",
+        "mkv",
+        "mov",
+        "mp4",
+        "ogv",
+        "pdf",
+        "canvas",
+        "base",
+        "excalidraw",
+        "csv",
+        "json",
+        "txt",
+        "zip",
+        "html",
+        "xml",
+        "docx",
+        "xlsx",
+        "pptx",
+        "epub",
+    }
+)
 QUALIFIER_SEPARATOR = "."
 # Dendron's cross-vault link prefix: [[dendron://vault-name/note.name]] names note.name.
 _DENDRON_VAULT_RE = re.compile(r"dendron://[^/|\]]*/")
@@ -88,7 +124,7 @@ def split_link(inner: str, embed: bool = False) -> WikiLink | None:
         if lowered.endswith(suffix):
             target = target[: -len(suffix)]
             break
-    alias = alias.split("#", 1)[0].split("^", 1)[0].strip()   # Dendron: [[shown|note#anchor]]
+    alias = alias.split("#", 1)[0].split("^", 1)[0].strip()  # Dendron: [[shown|note#anchor]]
     if not target:
         return None
     return WikiLink(target, alias if alias and alias != target else "", anchor.strip(), embed)
@@ -118,6 +154,7 @@ def display_text(link: WikiLink) -> str:
 
 
 # --- naming: ids for repeated stems -------------------------------------------------
+
 
 def stem_of(rel_path: str) -> str:
     """The file name without its extension (``a/b.c.md`` → ``b.c``): Obsidian's note name."""
@@ -151,6 +188,7 @@ def qualified_ids(rel_paths: Iterable[str]) -> dict[str, str]:
 
 
 # --- resolving: which note a link names --------------------------------------------------
+
 
 def normalise_target(target: str, source_rel_path: str | None) -> tuple[str, bool]:
     """(path-like target without ``.md``, anchored-at-root?) with ``./`` and ``../`` applied."""

@@ -9,13 +9,14 @@ Writing is conservative: an existing file is edited key by key inside its
 frontmatter, so unknown keys, comments, key order and the body stay
 byte-for-byte as the person wrote them.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -51,10 +52,10 @@ class SplitFile:
     """A file's text cut into frontmatter and body, with the exact offsets."""
 
     has_frontmatter: bool
-    frontmatter_text: str   # the YAML between the fences ('' when none)
-    body: str               # everything after the closing fence
-    fm_start: int           # offset of the YAML text
-    fm_end: int             # offset just past the YAML text (start of the closing fence)
+    frontmatter_text: str  # the YAML between the fences ('' when none)
+    body: str  # everything after the closing fence
+    fm_start: int  # offset of the YAML text
+    fm_end: int  # offset just past the YAML text (start of the closing fence)
 
 
 def split_frontmatter(text: str) -> SplitFile:
@@ -66,7 +67,7 @@ def split_frontmatter(text: str) -> SplitFile:
     close = _CLOSE_RE.search(text, start)
     if close is None:
         raise MemoryFileError("frontmatter starts with '---' but has no closing '---' line")
-    return SplitFile(True, text[start:close.start()], text[close.end():], start, close.start())
+    return SplitFile(True, text[start : close.start()], text[close.end() :], start, close.start())
 
 
 def checksum_bytes(raw: bytes) -> str:
@@ -108,9 +109,7 @@ def parse_frontmatter_mapping(fm_text: str) -> dict[str, Any]:
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise MemoryFileError(
-            f"frontmatter must be a mapping of keys to values, got a {type(loaded).__name__}"
-        )
+        raise MemoryFileError(f"frontmatter must be a mapping of keys to values, got a {type(loaded).__name__}")
     return {str(k): v for k, v in loaded.items()}
 
 
@@ -139,7 +138,7 @@ def parse_memory(
     memory_id = _id_field(meta, Path(rel_path).stem)
     modified = _datetime_field(meta, "modified")
     if modified is None:
-        modified = datetime.fromtimestamp(mtime, tz=timezone.utc).replace(tzinfo=None)
+        modified = datetime.fromtimestamp(mtime, tz=UTC).replace(tzinfo=None)
     created_dt = _datetime_field(meta, "created")
     return Memory(
         id=memory_id,
@@ -169,6 +168,7 @@ def parse_memory(
 
 
 # --- tiers and text helpers -------------------------------------------------
+
 
 def split_tiers(body: str) -> tuple[str, str]:
     """Return (l1, l2).
@@ -200,7 +200,7 @@ def _auto_split(body: str) -> tuple[str, str]:
         head.append(block)
         is_heading_only = all(_HEADING_RE.match(line) for line in block.strip().splitlines() if line.strip())
         if not is_heading_only:
-            rest = "\n\n".join(blocks[index + 1:])
+            rest = "\n\n".join(blocks[index + 1 :])
             l1 = "\n\n".join(head).strip()
             if len(l1) > AUTO_L1_MAX_CHARS:
                 return _cut_long_opening(text, AUTO_L1_MAX_CHARS)
@@ -214,7 +214,7 @@ def _cut_long_opening(text: str, limit: int) -> tuple[str, str]:
     L1 then L2 shows every sentence once (issue 13: the cut used to repeat inside L2)."""
     l1 = _cut_at_sentence(text, limit)
     shown = l1[: -len(" …")] if l1.endswith(" …") else l1
-    return l1, text[len(shown):].strip()
+    return l1, text[len(shown) :].strip()
 
 
 def _cut_at_sentence(text: str, limit: int) -> str:
@@ -280,11 +280,15 @@ def first_sentence(body: str) -> str:
 
 def _prose_line(line: str) -> str:
     stripped = line.strip()
-    if (not stripped or _HEADING_RE.match(stripped) or stripped.startswith(("<!--", "|", "<"))
-            or re.fullmatch(r"[-*_=]{3,}", stripped)):
+    if (
+        not stripped
+        or _HEADING_RE.match(stripped)
+        or stripped.startswith(("<!--", "|", "<"))
+        or re.fullmatch(r"[-*_=]{3,}", stripped)
+    ):
         return ""
-    stripped = re.sub(r"^(?:>\s*)+(?:\[![^\]]*\][-+]?\s*)?", "", stripped)   # quotes, callouts
-    stripped = re.sub(r"^(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", "", stripped)   # list items, tasks
+    stripped = re.sub(r"^(?:>\s*)+(?:\[![^\]]*\][-+]?\s*)?", "", stripped)  # quotes, callouts
+    stripped = re.sub(r"^(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", "", stripped)  # list items, tasks
     return plain_text(stripped)
 
 
@@ -324,6 +328,7 @@ def extract_wikilinks(body: str) -> list[str]:
 
 
 # --- field validation -------------------------------------------------------
+
 
 def _memory_type(meta: dict[str, Any], folder_type: str | None) -> str:
     value = meta.get("type")
@@ -425,13 +430,13 @@ def _datetime_field(meta: dict[str, Any], key: str) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = value / 1000.0 if value > 1e11 else float(value)
         try:
-            return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(tzinfo=None)
+            return datetime.fromtimestamp(seconds, tz=UTC).replace(tzinfo=None)
         except (OverflowError, OSError, ValueError):
             raise MemoryFileError(f"{key}: {value!r} is not a valid date") from None
     if isinstance(value, str):
@@ -439,11 +444,12 @@ def _datetime_field(meta: dict[str, Any], key: str) -> datetime | None:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise MemoryFileError(f"{key}: {value!r} is not a date (use YYYY-MM-DD)") from None
-        return parsed.astimezone(timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
     raise MemoryFileError(f"{key}: {value!r} is not a date (use YYYY-MM-DD)")
 
 
 # --- writing ----------------------------------------------------------------
+
 
 def format_yaml_value(value: Any) -> str:
     """One YAML scalar or flow sequence on one line, quoted where needed so it reads back as given.
@@ -535,6 +541,6 @@ def update_frontmatter(text: str, changes: dict[str, Any], body: str | None = No
         if value is not None:
             output.append(f"{key}: {format_yaml_value(value)}{newline}")
     new_fm = "".join(output)
-    closing_and_rest = text[split.fm_end:]
+    closing_and_rest = text[split.fm_end :]
     closing = closing_and_rest[: len(closing_and_rest) - len(split.body)]
     return text[: split.fm_start] + new_fm + closing + new_body

@@ -4,6 +4,7 @@ Kept free of I/O so the daemon, the MCP server, the web view and the
 benchmarks can pass these around (and serialise them with ``to_dict``)
 without pulling in the index or the file parser.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ class Memory:
 
     id: str
     type: str
-    rel_path: str                     # POSIX path relative to the workspace root
-    path: Path                        # absolute path
+    rel_path: str  # POSIX path relative to the workspace root
+    path: Path  # absolute path
     l0: str
     l1: str
     l2: str
@@ -42,8 +43,8 @@ class Memory:
     version: int = 1
     always_load: bool = False
     protected: bool = False
-    title: str = ""                   # first heading, if any (used by get_skill)
-    checksum: str = ""                # sha256 hex of the raw file bytes
+    title: str = ""  # first heading, if any (used by get_skill)
+    checksum: str = ""  # sha256 hex of the raw file bytes
     mtime: float = 0.0
     size: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)  # frontmatter as written
@@ -142,19 +143,23 @@ class SelectedMemory:
     id: str
     type: str
     path: str
-    tier: str                          # "L0" | "L1" | "L2"
-    tokens: int                        # tokens of its rendered block
-    score: float                       # composite score, 0..1
-    signals: dict[str, float]          # raw signal values, each 0..1
-    shares: dict[str, float]           # weight * signal, summing to score
-    reason: str = ""                   # e.g. "always_load", "rule", "scored"
-    workspace: str | None = None       # a federated workspace's name; None: the asking workspace
-    sources: list[str] = field(default_factory=list)   # how it became a candidate: bm25, vector, graph, ...
+    tier: str  # "L0" | "L1" | "L2"
+    tokens: int  # tokens of its rendered block
+    score: float  # composite score, 0..1
+    signals: dict[str, float]  # raw signal values, each 0..1
+    shares: dict[str, float]  # weight * signal, summing to score
+    reason: str = ""  # e.g. "always_load", "rule", "scored"
+    workspace: str | None = None  # a federated workspace's name; None: the asking workspace
+    sources: list[str] = field(default_factory=list)  # how it became a candidate: bm25, vector, graph, ...
 
     def to_dict(self) -> dict[str, Any]:
         data = {
-            "id": self.id, "type": self.type, "path": self.path, "tier": self.tier,
-            "tokens": self.tokens, "score": round(self.score, 6),
+            "id": self.id,
+            "type": self.type,
+            "path": self.path,
+            "tier": self.tier,
+            "tokens": self.tokens,
+            "score": round(self.score, 6),
             "signals": {k: round(v, 6) for k, v in self.signals.items()},
             "shares": {k: round(v, 6) for k, v in self.shares.items()},
             "reason": self.reason,
@@ -175,13 +180,13 @@ class ContextResult:
     budget_tokens: int
     tokens_used: int
     selected: list[SelectedMemory]
-    catalog_ids: list[str]            # memories listed only by their L0 line
-    catalog_omitted: int              # catalog entries left out for budget
+    catalog_ids: list[str]  # memories listed only by their L0 line
+    catalog_omitted: int  # catalog entries left out for budget
     rendered: str
     weights: dict[str, float] = field(default_factory=dict)
     elapsed_ms: float = 0.0
-    intent_reason: str = ""           # why this intent ("matched 'crash' → debug")
-    semantic_model: str = ""          # what computed the semantic signal (model name or keyword-overlap)
+    intent_reason: str = ""  # why this intent ("matched 'crash' → debug")
+    semantic_model: str = ""  # what computed the semantic signal (model name or keyword-overlap)
 
     def to_dict(self) -> dict[str, Any]:
         return {

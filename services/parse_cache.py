@@ -18,6 +18,7 @@ The cache is also dropped when the configuration, the ``Memory`` fields or
 ``FORMAT`` change (``fingerprint``). Any problem reading or writing it only
 costs a full parse.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,13 +30,14 @@ import os
 import pickle
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .atomic import atomic_write_bytes
 from .credentials import APP_DIRNAME, state_home
-from .private_dir import ensure_private_dir
 from .model import Memory
+from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ def load(state: Path, fp: str) -> dict[str, Memory]:
     key = _key(create=False)
     if key is None or len(blob) <= _MAC_BYTES:
         return {}
-    mac, payload = blob[:_MAC_BYTES], memoryview(blob)[_MAC_BYTES:]     # no 14 MB copy at 10,000
+    mac, payload = blob[:_MAC_BYTES], memoryview(blob)[_MAC_BYTES:]  # no 14 MB copy at 10,000
     if not hmac.compare_digest(mac, hmac.new(key, payload, hashlib.sha256).digest()):
         log.warning("%s is not signed by this user's key: ignored (rebuilt at the next save)", path)
         return {}
@@ -120,8 +122,9 @@ def save(state: Path, fp: str, memories: Iterable[Memory]) -> bool:
     entries = {m.rel_path: m for m in memories if isinstance(m, Memory)}
     payload = pickle.dumps((fp, entries), protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        atomic_write_bytes(Path(state) / CACHE_FILENAME,
-                           hmac.new(key, payload, hashlib.sha256).digest() + payload, mode=0o600)
+        atomic_write_bytes(
+            Path(state) / CACHE_FILENAME, hmac.new(key, payload, hashlib.sha256).digest() + payload, mode=0o600
+        )
     except OSError as exc:
         log.warning("could not write the parse cache (%s); the next start parses every file", exc)
         return False

@@ -5,6 +5,7 @@ Why one function: each of these folders guards something another local user must
 read or replace. A folder that is a symlink, not a folder, or owned by someone else is
 refused rather than used; one of ours with looser permissions is tightened to 0700.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,25 +6,27 @@ from another thread; a snapshot is replaced whole, never mutated) and calls
 ``Engine.on_progress`` with each new one (the CLI draws a bar, the daemon
 starts answering queries once ``partial`` is set).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 READING = "reading files"
 INDEXING = "indexing"
 WRITING = "writing the index"
 EMBEDDING = "embedding"
-UNCOUNTED = (WRITING, EMBEDDING)     # phases without a running count
+UNCOUNTED = (WRITING, EMBEDDING)  # phases without a running count
 
 
 @dataclass(frozen=True)
 class Progress:
     """One step of a long job. ``partial``: queries are answered from what is indexed so far."""
 
-    job: str                 # "cold build" | "reindex"
-    phase: str               # READING | INDEXING | WRITING | EMBEDDING
+    job: str  # "cold build" | "reindex"
+    phase: str  # READING | INDEXING | WRITING | EMBEDDING
     done: int
     total: int
     partial: bool = False

@@ -28,32 +28,42 @@ accepts the last built graph when the engine allows it; see
 ``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``; optionally
 ``vectors`` (a ``VectorIndex``) and ``intent_classifier()``.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from .federation import join_federated
 from .index import analyze
 from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER
-from .render import (SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES, Packer, catalog_line, finalize,
-                     memory_block, more_line)
+from .render import (
+    SECTION_CATALOG,
+    SECTION_MEMORIES,
+    SECTION_RULES,
+    Packer,
+    catalog_line,
+    finalize,
+    memory_block,
+    more_line,
+)
 from .semantic.scorer import query_text
 from .signals import Candidate, build_query_terms, normalise_weights, rescore_graph, score_candidates
 
-NEIGHBOUR_SEEDS = 5            # best first-pass candidates whose graph neighbours become candidates
-GRAPH_SEEDS = 3                # best first-pass candidates the graph signal and community bonus refer to
-DEPTH_TOKENS_PER_CANDIDATE = 40   # candidate depth grows by one per this many budget tokens ...
-VECTOR_DEPTH_SHARE = 0.5          # nearest embeddings taken: this share of the BM25 depth
-DEPTH_PER_EXTRA_WORD = 10         # ... and by this many per query word beyond three
-IMPORTANT_LEVEL = 0.8          # importance at which a memory is loaded even when less directly relevant
-NEAR_HALF = 0.5                # rescaled embedding similarity of the nearer half of the candidates
-RELEVANT_SHARE = 0.5           # "relevant" for the tier plan: composite at least this share of the best one
-PRIORITY_MORE = 0.0            # trimming order in the final check: lowest dropped first
+NEIGHBOUR_SEEDS = 5  # best first-pass candidates whose graph neighbours become candidates
+GRAPH_SEEDS = 3  # best first-pass candidates the graph signal and community bonus refer to
+DEPTH_TOKENS_PER_CANDIDATE = 40  # candidate depth grows by one per this many budget tokens ...
+VECTOR_DEPTH_SHARE = 0.5  # nearest embeddings taken: this share of the BM25 depth
+DEPTH_PER_EXTRA_WORD = 10  # ... and by this many per query word beyond three
+IMPORTANT_LEVEL = 0.8  # importance at which a memory is loaded even when less directly relevant
+NEAR_HALF = 0.5  # rescaled embedding similarity of the nearer half of the candidates
+RELEVANT_SHARE = 0.5  # "relevant" for the tier plan: composite at least this share of the best one
+PRIORITY_MORE = 0.0  # trimming order in the final check: lowest dropped first
 PRIORITY_CATALOG = 1.0
 PRIORITY_MEMORY = 10.0
 PRIORITY_PINNED = 100.0
@@ -76,8 +86,7 @@ class ScoredQuery:
     semantic_name: str = ""
 
     def ranked_ids(self, include_pinned: bool = True) -> list[str]:
-        return [c.memory.id for c in self.candidates
-                if include_pinned or c.reason not in ("rule", "always_load")]
+        return [c.memory.id for c in self.candidates if include_pinned or c.reason not in ("rule", "always_load")]
 
 
 def known_intents(config: Any) -> list[str]:
@@ -96,9 +105,12 @@ def resolve_intent_detail(engine: Any, query: str, intent: str | None) -> Intent
         return IntentDetection(intent, "given by the caller")
     classifier = getattr(engine, "intent_classifier", None)
     patterns = config.get("intent_patterns")
-    detected = detect_intent_detail(query, config.get("intent_triggers", {}) or {},
-                                    classifier() if callable(classifier) else None,
-                                    patterns if isinstance(patterns, dict) else None)
+    detected = detect_intent_detail(
+        query,
+        config.get("intent_triggers", {}) or {},
+        classifier() if callable(classifier) else None,
+        patterns if isinstance(patterns, dict) else None,
+    )
     if detected.intent not in intents:
         return IntentDetection("default", f"{detected.reason}; no weight row for {detected.intent!r}")
     return detected
@@ -154,8 +166,9 @@ def _score_bm25(engine: Any, expanded: ExpandedQuery, cands: list[Candidate]) ->
             cand.bm25_raw, cand.matched = hit.score, hit.matched
 
 
-def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
-                      query_vector: Any = None) -> dict[str, Candidate]:
+def gather_candidates(
+    engine: Any, expanded: ExpandedQuery, depth: int, query_vector: Any = None
+) -> dict[str, Candidate]:
     """BM25 top-K ∪ nearest-embedding top-K ∪ pinned ∪ most important (see module doc).
 
     Graph neighbours are added later, from the best composite-scored
@@ -167,7 +180,7 @@ def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
     for hit in engine.index.search(expanded.terms, depth):
         memory = store.get(hit.id)
         if memory is None or memory.rel_path != hit.path:
-            continue            # index entry from a file the store no longer serves under that id
+            continue  # index entry from a file the store no longer serves under that id
         cand = _add(candidates, memory, "bm25")
         cand.bm25_raw, cand.matched = hit.score, hit.matched
     vectors = getattr(engine, "vectors", None)
@@ -185,8 +198,9 @@ def gather_candidates(engine: Any, expanded: ExpandedQuery, depth: int,
     return candidates
 
 
-def add_neighbours(engine: Any, expanded: ExpandedQuery, candidates: dict[str, Candidate],
-                   seeds: list[str]) -> list[Candidate]:
+def add_neighbours(
+    engine: Any, expanded: ExpandedQuery, candidates: dict[str, Candidate], seeds: list[str]
+) -> list[Candidate]:
     """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first; returns the new ones."""
     limit = max(0, _int_setting(engine.config, "query.neighbour_limit", 40))
     if not limit:
@@ -211,8 +225,15 @@ def add_neighbours(engine: Any, expanded: ExpandedQuery, candidates: dict[str, C
     return added
 
 
-def score_query(engine: Any, query: str, intent: str | None = None, *, now: datetime | None = None,
-                weights: Mapping[str, float] | None = None, budget: int | None = None) -> ScoredQuery:
+def score_query(
+    engine: Any,
+    query: str,
+    intent: str | None = None,
+    *,
+    now: datetime | None = None,
+    weights: Mapping[str, float] | None = None,
+    budget: int | None = None,
+) -> ScoredQuery:
     """Understand the query and score its candidates (no budget, no rendering, no logging).
 
     Two passes (seed §4.6): the first scores every candidate without graph
@@ -234,16 +255,20 @@ def score_query(engine: Any, query: str, intent: str | None = None, *, now: date
     depth = candidate_depth(config, expanded, budget)
     semantic = engine.semantic
     pool = gather_candidates(engine, expanded, depth, _query_vector(engine, expanded))
-    join_federated(engine, pool, lambda other: gather_candidates(other, expanded, depth,
-                                                                 _query_vector(other, expanded)))
+    join_federated(
+        engine, pool, lambda other: gather_candidates(other, expanded, depth, _query_vector(other, expanded))
+    )
     if pool:
         terms = build_query_terms(expanded, analyze, engine.index.idf)
         graph = engine.graph(stale_ok=True)
         options = dict(
-            terms=terms, weights=weight_row, semantic=semantic,
-            authority=graph.authority, neighbours=graph.neighbours,
+            terms=terms,
+            weights=weight_row,
+            semantic=semantic,
+            authority=graph.authority,
+            neighbours=graph.neighbours,
             half_lives=config.get("recency.half_life_days", {}) or {},
-            now=now or datetime.now(timezone.utc).replace(tzinfo=None),
+            now=now or datetime.now(UTC).replace(tzinfo=None),
             community_of=engine.community_of(stale_ok=True),
             community_bonus=_float_setting(config, "graph.community_bonus", 0.08),
         )
@@ -258,13 +283,26 @@ def score_query(engine: Any, query: str, intent: str | None = None, *, now: date
             everything = list(pool.values())
             frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
             score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
-        else:                                # only the graph signal changes: no need to score again
-            rescore_graph(first, weights=weight_row, authority=graph.authority, neighbours=graph.neighbours,
-                          community_of=options["community_of"], community_bonus=options["community_bonus"],
-                          seeds=ranked[:GRAPH_SEEDS])
+        else:  # only the graph signal changes: no need to score again
+            rescore_graph(
+                first,
+                weights=weight_row,
+                authority=graph.authority,
+                neighbours=graph.neighbours,
+                community_of=options["community_of"],
+                community_bonus=options["community_bonus"],
+                seeds=ranked[:GRAPH_SEEDS],
+            )
     candidates = sorted(pool.values(), key=_rank_key)
-    return ScoredQuery(query, intent, expanded, weight_row, candidates, detection=detection,
-                       semantic_name=getattr(semantic, "name", type(semantic).__name__))
+    return ScoredQuery(
+        query,
+        intent,
+        expanded,
+        weight_row,
+        candidates,
+        detection=detection,
+        semantic_name=getattr(semantic, "name", type(semantic).__name__),
+    )
 
 
 def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:
@@ -293,9 +331,19 @@ def _tiers(memory: Memory, full: bool) -> list[str]:
 
 def _selected(cand: Candidate, tier: str, tokens: int) -> SelectedMemory:
     m = cand.memory
-    return SelectedMemory(id=m.id, type=m.type, path=m.rel_path, tier=tier, tokens=tokens, score=cand.score,
-                          signals=dict(cand.signals), shares=dict(cand.shares), reason=cand.reason,
-                          workspace=cand.workspace, sources=sorted(cand.sources))
+    return SelectedMemory(
+        id=m.id,
+        type=m.type,
+        path=m.rel_path,
+        tier=tier,
+        tokens=tokens,
+        score=cand.score,
+        signals=dict(cand.signals),
+        shares=dict(cand.shares),
+        reason=cand.reason,
+        workspace=cand.workspace,
+        sources=sorted(cand.sources),
+    )
 
 
 def plan_tiers(engine: Any, ranked: list[Candidate], room: int, l2_top_n: int, relevant_floor: float) -> dict[str, str]:
@@ -312,7 +360,7 @@ def plan_tiers(engine: Any, ranked: list[Candidate], room: int, l2_top_n: int, r
     So a long L2 never pushes a relevant memory down to L0: full text is paid
     for only with tokens no relevant memory needs.
     """
-    sep = 1                                              # the newline joining blocks
+    sep = 1  # the newline joining blocks
     plan: dict[str, str] = {}
     used = 0
     relevant = [c for c in ranked if c.score >= relevant_floor]
@@ -356,10 +404,12 @@ def catalog_pool(engine: Any, leftover: list[Candidate], shown: set[str], limit:
     out: list[Memory] = []
     seen = set(shown)
     store = engine.store
+
     def push(memory: Memory | None) -> None:
         if memory is not None and memory.id not in seen and len(out) < limit:
             seen.add(memory.id)
             out.append(memory)
+
     for cand in leftover:
         push(cand.memory)
     for mid in engine.important_ids(limit):
@@ -369,7 +419,9 @@ def catalog_pool(engine: Any, leftover: list[Candidate], shown: set[str], limit:
     return out
 
 
-def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[list[SelectedMemory], list[str], int, str, int]:
+def select_and_render(
+    engine: Any, scored: ScoredQuery, budget: int
+) -> tuple[list[SelectedMemory], list[str], int, str, int]:
     """Choose tiers within ``budget`` and render; returns (selected, catalog_ids, omitted, text, tokens)."""
     config = engine.config
     counter = engine.counter
@@ -379,15 +431,20 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
     max_catalog = max(0, _int_setting(config, "query.catalog_max_entries", 40))
     share = min(0.9, max(0.0, _float_setting(config, "query.catalog_budget_share", 0.1)))
     reserve = int(budget * share) if max_catalog else 0
-    chosen: dict[str, tuple[Candidate, str]] = {}      # part text id -> (candidate, tier)
+    chosen: dict[str, tuple[Candidate, str]] = {}  # part text id -> (candidate, tier)
 
     pinned = [c for c in scored.candidates if c.reason in ("rule", "always_load")]
     pinned.sort(key=lambda c: (TYPE_ORDER.get(c.memory.type, 99), -c.score, c.memory.id))
     for cand in pinned:
         for tier in _tiers(cand.memory, True) + ["L0"]:
             text = memory_block(cand.memory, tier)
-            part = packer.add(SECTION_RULES, text, tokens=engine.block_tokens(cand.memory, tier),
-                              memory_id=cand.memory.id, priority=PRIORITY_PINNED + cand.score)
+            part = packer.add(
+                SECTION_RULES,
+                text,
+                tokens=engine.block_tokens(cand.memory, tier),
+                memory_id=cand.memory.id,
+                priority=PRIORITY_PINNED + cand.score,
+            )
             if part is not None:
                 chosen[cand.memory.id] = (cand, tier)
                 break
@@ -403,24 +460,34 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
         tier = plan.get(cand.memory.id)
         placed = False
         for option in ([tier, "L1"] if tier == "L2" else [tier]) if tier else []:
-            part = packer.add(SECTION_MEMORIES, memory_block(cand.memory, option),
-                              tokens=engine.block_tokens(cand.memory, option), memory_id=cand.memory.id,
-                              priority=PRIORITY_MEMORY + cand.score, reserve=reserve)
+            part = packer.add(
+                SECTION_MEMORIES,
+                memory_block(cand.memory, option),
+                tokens=engine.block_tokens(cand.memory, option),
+                memory_id=cand.memory.id,
+                priority=PRIORITY_MEMORY + cand.score,
+                reserve=reserve,
+            )
             if part is not None:
                 chosen[cand.memory.id] = (cand, option)
                 placed = True
                 break
         if not placed:
             leftover.append(cand)
-    leftover += [c for c in scored.candidates
-                 if c.reason not in ("rule", "always_load") and c.score < min_score]
+    leftover += [c for c in scored.candidates if c.reason not in ("rule", "always_load") and c.score < min_score]
 
     listed: list[Memory] = []
     total = len(engine.store)
     more_cost = counter.count(more_line(total)) + 1
     for rank, memory in enumerate(catalog_pool(engine, leftover, set(chosen), max_catalog)):
-        part = packer.add(SECTION_CATALOG, catalog_line(memory), tokens=engine.catalog_tokens(memory),
-                          memory_id=memory.id, priority=PRIORITY_CATALOG - rank * 1e-6, reserve=more_cost)
+        part = packer.add(
+            SECTION_CATALOG,
+            catalog_line(memory),
+            tokens=engine.catalog_tokens(memory),
+            memory_id=memory.id,
+            priority=PRIORITY_CATALOG - rank * 1e-6,
+            reserve=more_cost,
+        )
         if part is None:
             break
         listed.append(memory)
@@ -441,9 +508,10 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
         if memory.id not in kept_ids:
             continue
         cand = by_cand.get(memory.id)
-        if cand is None:                       # from the workspace's important / recent memories
-            cand = Candidate(memory, sources={"importance" if memory.id in engine.important_ids(max_catalog)
-                                              else "recent"})
+        if cand is None:  # from the workspace's important / recent memories
+            cand = Candidate(
+                memory, sources={"importance" if memory.id in engine.important_ids(max_catalog) else "recent"}
+            )
         item = _selected(cand, "L0", by_id[memory.id].tokens)
         item.reason = "catalog"
         selected.append(item)
@@ -452,8 +520,15 @@ def select_and_render(engine: Any, scored: ScoredQuery, budget: int) -> tuple[li
     return selected, catalog_ids, omitted, text, tokens
 
 
-def execute_context_query(engine: Any, query: str, budget_tokens: int | None = None, intent: str | None = None,
-                          *, record_access: bool = True, now: datetime | None = None) -> ContextResult:
+def execute_context_query(
+    engine: Any,
+    query: str,
+    budget_tokens: int | None = None,
+    intent: str | None = None,
+    *,
+    record_access: bool = True,
+    now: datetime | None = None,
+) -> ContextResult:
     """Choose and render context for ``query`` within ``budget_tokens`` (the one query path)."""
     started = time.perf_counter()
     config = engine.config
@@ -468,9 +543,16 @@ def execute_context_query(engine: Any, query: str, budget_tokens: int | None = N
     scored = score_query(engine, query, intent, now=now, budget=budget)
     selected, catalog_ids, omitted, text, tokens = select_and_render(engine, scored, budget)
     result = ContextResult(
-        query=query, intent=scored.intent, expanded_query=scored.expanded.expanded_words,
-        budget_tokens=budget, tokens_used=tokens, selected=selected, catalog_ids=catalog_ids,
-        catalog_omitted=omitted, rendered=text, weights=dict(scored.weights),
+        query=query,
+        intent=scored.intent,
+        expanded_query=scored.expanded.expanded_words,
+        budget_tokens=budget,
+        tokens_used=tokens,
+        selected=selected,
+        catalog_ids=catalog_ids,
+        catalog_omitted=omitted,
+        rendered=text,
+        weights=dict(scored.weights),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         intent_reason=scored.detection.reason if scored.detection else "",
         semantic_model=scored.semantic_name,

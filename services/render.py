@@ -21,6 +21,7 @@ blocks; the final text is counted once more as a whole and, should a counter
 not be additive, the lowest-priority parts are dropped until it fits. So the
 budget holds under any counter, by construction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ class Part:
     text: str
     tokens: int
     memory_id: str | None = None
-    priority: float = 0.0          # lower is dropped first when the final check trims
+    priority: float = 0.0  # lower is dropped first when the final check trims
 
 
 @dataclass
@@ -81,13 +82,21 @@ class Packer:
         ``tokens`` is the text's own count when the caller has it cached.
         """
         own = self.counter.count(text) if tokens is None else tokens
-        total = own + (1 if self.parts else 0)   # +1 for the separator
+        total = own + (1 if self.parts else 0)  # +1 for the separator
         if section not in self._sections:
             total += self.counter.count(section) + 1
         return total
 
-    def add(self, section: str, text: str, *, tokens: int | None = None, memory_id: str | None = None,
-            priority: float = 0.0, reserve: int = 0) -> Part | None:
+    def add(
+        self,
+        section: str,
+        text: str,
+        *,
+        tokens: int | None = None,
+        memory_id: str | None = None,
+        priority: float = 0.0,
+        reserve: int = 0,
+    ) -> Part | None:
         """Add ``text`` if it fits under ``budget - reserve``; return the part or None."""
         own = self.counter.count(text) if tokens is None else tokens
         charge = self.cost(section, text, own)

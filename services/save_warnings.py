@@ -18,6 +18,7 @@ only *advises*, after the save, when the memory will not load as intended:
 what ``ctxos doctor`` lists. docs/engine.md ("The write-time budget guard") explains
 the share.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,6 @@ from .index import analyze
 from .memory_file import L0_MAX_CHARS
 from .model import Memory
 from .ontology import TYPE_ORDER
-from .render import memory_block
 from .similarity import STOPWORDS, jaccard, shingles, words
 
 DEFAULT_L1_SHARE = 0.25
@@ -56,11 +56,11 @@ def _number(config: Any, key: str, default: float) -> float:
 
 @dataclass
 class L1Budget:
-    budget: int            # query.default_budget
-    catalog_reserve: int   # kept for the catalog (query.catalog_budget_share)
-    pinned_tokens: int     # what rules and always_load memories take first
-    share: float           # save_guard.l1_share
-    share_tokens: int      # share * budget
+    budget: int  # query.default_budget
+    catalog_reserve: int  # kept for the catalog (query.catalog_budget_share)
+    pinned_tokens: int  # what rules and always_load memories take first
+    share: float  # save_guard.l1_share
+    share_tokens: int  # share * budget
 
     @property
     def available(self) -> int:
@@ -68,9 +68,14 @@ class L1Budget:
         return max(0, self.budget - self.catalog_reserve - self.pinned_tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"default_budget": self.budget, "catalog_reserve": self.catalog_reserve,
-                "pinned_tokens": self.pinned_tokens, "available": self.available, "l1_share": self.share,
-                "l1_share_tokens": self.share_tokens}
+        return {
+            "default_budget": self.budget,
+            "catalog_reserve": self.catalog_reserve,
+            "pinned_tokens": self.pinned_tokens,
+            "available": self.available,
+            "l1_share": self.share,
+            "l1_share_tokens": self.share_tokens,
+        }
 
 
 def _pinned(engine: Any) -> list[Memory]:
@@ -98,8 +103,7 @@ def l1_budget(engine: Any, skip: str | None = None) -> L1Budget:
     budget = max(1, int(_number(config, "query.default_budget", 4000)))
     catalog_share = min(0.9, max(0.0, _number(config, "query.catalog_budget_share", 0.1)))
     share = min(1.0, max(0.01, _number(config, "save_guard.l1_share", DEFAULT_L1_SHARE)))
-    return L1Budget(budget, int(budget * catalog_share), pinned_cost(engine, budget, skip), share,
-                    int(budget * share))
+    return L1Budget(budget, int(budget * catalog_share), pinned_cost(engine, budget, skip), share, int(budget * share))
 
 
 def _l1_warnings(engine: Any, memory: Memory) -> list[SaveWarning]:
@@ -109,17 +113,29 @@ def _l1_warnings(engine: Any, memory: Memory) -> list[SaveWarning]:
     available = plan.budget - plan.pinned_tokens if pinned else plan.available
     details = {"l1_tokens": tokens, **plan.to_dict(), "available": available}
     if tokens > available:
-        return [SaveWarning("l1_never_fits", (
-            f"{memory.id}'s L1 summary is {tokens:,} tokens, more than the {available:,} tokens the default "
-            f"{plan.budget:,}-token budget can ever give one memory: it will never load at L1 by default, only "
-            "as its one-line catalog entry. Pass a shorter l1 (one paragraph) and keep the detail in content."),
-            details)]
+        return [
+            SaveWarning(
+                "l1_never_fits",
+                (
+                    f"{memory.id}'s L1 summary is {tokens:,} tokens, more than the {available:,} tokens the default "
+                    f"{plan.budget:,}-token budget can ever give one memory: it will never load at L1 by default, only "
+                    "as its one-line catalog entry. Pass a shorter l1 (one paragraph) and keep the detail in content."
+                ),
+                details,
+            )
+        ]
     if tokens > plan.share_tokens and not pinned:
-        return [SaveWarning("l1_over_share", (
-            f"{memory.id}'s L1 summary is {tokens:,} tokens, over {plan.share:.0%} of the default "
-            f"{plan.budget:,}-token budget ({plan.share_tokens:,} tokens): it loads at L1 only when few other "
-            "memories compete and is usually cut to its one-line summary. Pass a shorter l1 (one paragraph)."),
-            details)]
+        return [
+            SaveWarning(
+                "l1_over_share",
+                (
+                    f"{memory.id}'s L1 summary is {tokens:,} tokens, over {plan.share:.0%} of the default "
+                    f"{plan.budget:,}-token budget ({plan.share_tokens:,} tokens): it loads at L1 only when few other "
+                    "memories compete and is usually cut to its one-line summary. Pass a shorter l1 (one paragraph)."
+                ),
+                details,
+            )
+        ]
     return []
 
 
@@ -132,17 +148,26 @@ def _l0_warning(memory: Memory, raw_l0: str | None) -> list[SaveWarning]:
     if not l0:
         reason = "there is no one-line summary (l0)"
     elif len(l0) > L0_MAX_CHARS:
-        reason = (f"the one-line summary is {len(l0)} characters; the catalog shows only the first "
-                  f"{L0_MAX_CHARS}, so the end is cut")
+        reason = (
+            f"the one-line summary is {len(l0)} characters; the catalog shows only the first "
+            f"{L0_MAX_CHARS}, so the end is cut"
+        )
     elif len([w for w in words(l0) if w not in STOPWORDS]) < MIN_L0_WORDS - 1 or len(words(l0)) < MIN_L0_WORDS:
         reason = f"the one-line summary {l0!r} is too short to tell an agent what the memory holds"
     elif memory.title and _norm(l0) == _norm(memory.title):
         reason = "the one-line summary only repeats the memory's title"
     else:
         return []
-    return [SaveWarning("no_usable_l0", (
-        f"{memory.id}: {reason}. Agents choose what to read from that line in the catalog; write one "
-        "sentence that says what the memory is about."), {"l0": l0})]
+    return [
+        SaveWarning(
+            "no_usable_l0",
+            (
+                f"{memory.id}: {reason}. Agents choose what to read from that line in the catalog; write one "
+                "sentence that says what the memory is about."
+            ),
+            {"l0": l0},
+        )
+    ]
 
 
 def _text(memory: Memory) -> str:
@@ -179,11 +204,21 @@ def _duplicate_warnings(engine: Any, memory: Memory) -> list[SaveWarning]:
     if not found:
         return []
     other, overlap = found[0]
-    return [SaveWarning("near_duplicate", (
-        f"{memory.id} nearly duplicates {other.id} ({overlap:.0%} of their word pairs overlap): two copies "
-        f"split the loads and can drift apart. Update {other.id} instead (save_memory with id={other.id!r} and "
-        f"expected_version={other.version}), then archive {memory.id}."),
-        {"duplicates": [{"id": m.id, "overlap": o, "version": m.version, "path": m.rel_path} for m, o in found[:5]]})]
+    return [
+        SaveWarning(
+            "near_duplicate",
+            (
+                f"{memory.id} nearly duplicates {other.id} ({overlap:.0%} of their word pairs overlap): two copies "
+                f"split the loads and can drift apart. Update {other.id} instead (save_memory with id={other.id!r} and "
+                f"expected_version={other.version}), then archive {memory.id}."
+            ),
+            {
+                "duplicates": [
+                    {"id": m.id, "overlap": o, "version": m.version, "path": m.rel_path} for m, o in found[:5]
+                ]
+            },
+        )
+    ]
 
 
 def save_warnings(engine: Any, memory: Memory, *, raw_l0: str | None = None) -> list[SaveWarning]:
@@ -199,8 +234,11 @@ def never_at_l1(engine: Any) -> tuple[L1Budget, list[dict[str, Any]]]:
     for memory in sorted(list(engine.store.memories.values()), key=lambda m: m.id):
         tokens = engine.block_tokens(memory, "L1")
         if memory.id in pinned_ids:
-            available = plan.budget - pinned_cost(engine, plan.budget, skip=memory.id) if tokens > plan.available \
+            available = (
+                plan.budget - pinned_cost(engine, plan.budget, skip=memory.id)
+                if tokens > plan.available
                 else plan.available
+            )
         else:
             available = plan.available
         if tokens > available:

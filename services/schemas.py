@@ -13,6 +13,7 @@ parameter is refused, so a typo fails loudly instead of being ignored.
 ``null`` for a known parameter means "not given" (its default applies).
 The limits below are the only place these numbers live; docs point here.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,16 +28,19 @@ from .proposals import MAX_L0_CHARS, MAX_SOURCES, MAX_TEXT_CHARS, MIN_SOURCES
 
 # ---------------------------------------------------------------- limits (the one place they live)
 
-MAX_QUERY_CHARS = 10_000          # a query longer than this is a document, not a question
-MAX_BUDGET_TOKENS = 200_000       # the largest context a model reads today; one limit for every transport
-MAX_TOPIC_CHARS = 2_000           # review_memories' topic
-MAX_REVIEW_LIMIT = 500            # findings one review returns
+MAX_QUERY_CHARS = 10_000  # a query longer than this is a document, not a question
+MAX_BUDGET_TOKENS = 200_000  # the largest context a model reads today; one limit for every transport
+MAX_TOPIC_CHARS = 2_000  # review_memories' topic
+MAX_REVIEW_LIMIT = 500  # findings one review returns
 
 MemoryType = Literal["context", "daily", "project", "skill", "resource", "decision", "task", "rule", "scratch"]
 Tier = Literal["L0", "L1", "L2"]
 FlagKind = Literal["stale", "wrong", "duplicate", "conflict"]
-if (set(MemoryType.__args__) != set(MEMORY_TYPES) or set(Tier.__args__) != set(TIERS)  # type: ignore[attr-defined]
-        or set(FlagKind.__args__) != set(FLAG_KINDS)):  # type: ignore[attr-defined]  # pragma: no cover
+if (
+    set(MemoryType.__args__) != set(MEMORY_TYPES)
+    or set(Tier.__args__) != set(TIERS)  # type: ignore[attr-defined]
+    or set(FlagKind.__args__) != set(FLAG_KINDS)
+):  # type: ignore[attr-defined]  # pragma: no cover
     raise ImportError("schemas' Literal types are out of date with MEMORY_TYPES / TIERS / FLAG_KINDS")
 
 
@@ -67,21 +71,28 @@ def _not_blank(value: str | None) -> str | None:
 
 # ---------------------------------------------------------------- the one query path
 
+
 class ContextRequest(Request):
     """``get_context`` and ``simulate``: what an agent would load for a query within a token budget."""
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                       description="what you are working on, in plain words")
-    budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description=
-                                      "token budget for the rendered context; default from the workspace config")
-    intent: str | None = Field(None, description=
-                               "debug, brainstorm, recall or default (or a row of the workspace's weights:); "
-                               "detected from the query when omitted")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what you are working on, in plain words")
+    budget_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_TOKENS,
+        description="token budget for the rendered context; default from the workspace config",
+    )
+    intent: str | None = Field(
+        None,
+        description="debug, brainstorm, recall or default (or a row of the workspace's weights:); "
+        "detected from the query when omitted",
+    )
 
     _query_not_blank = field_validator("query")(_not_blank)
 
 
 # ---------------------------------------------------------------- memories
+
 
 class GetMemoryRequest(Request):
     """``get_memory``: one memory with its text."""
@@ -113,6 +124,7 @@ class GetSkillRequest(Request):
 
 # ---------------------------------------------------------------- writes
 
+
 class SaveMemoryRequest(Request):
     """``save_memory``: create or update a memory through the write rules."""
 
@@ -124,12 +136,15 @@ class SaveMemoryRequest(Request):
     related: list[str] | None = Field(None, description="ids of related memories")
     importance: float | None = Field(None, ge=0.0, le=1.0, description="0..1, default 0.5")
     l1: str | None = Field(None, description="a paragraph-length summary (L1 tier)")
-    expected_version: int | None = Field(None, ge=1, description=
-                                         "the version you read; required to update an existing memory")
-    expected_checksum: str | None = Field(None, description=
-                                          "the checksum of the memory you read (memory:// gives it); optional: "
-                                          "the server remembers what it served, so expected_version alone "
-                                          "already refuses a save over a person's edit")
+    expected_version: int | None = Field(
+        None, ge=1, description="the version you read; required to update an existing memory"
+    )
+    expected_checksum: str | None = Field(
+        None,
+        description="the checksum of the memory you read (memory:// gives it); optional: "
+        "the server remembers what it served, so expected_version alone "
+        "already refuses a save over a person's edit",
+    )
     always_load: bool | None = Field(None, description="load it with every context, like a rule")
 
     _l0_not_blank = field_validator("l0")(_not_blank)
@@ -138,8 +153,9 @@ class SaveMemoryRequest(Request):
 class SaveMemoryToolRequest(SaveMemoryRequest):
     """The MCP ``save_memory`` tool: ``save_memory`` plus the workspace to write to (routed by the daemon)."""
 
-    workspace: str | None = Field(None, description="another registered workspace to write to (e.g. a "
-                                                    "federated 'global' one); default: this one")
+    workspace: str | None = Field(
+        None, description="another registered workspace to write to (e.g. a federated 'global' one); default: this one"
+    )
 
 
 class LogSessionRequest(Request):
@@ -181,6 +197,7 @@ class RevertRequest(MemoryRefRequest):
 
 # ---------------------------------------------------------------- agents' governance
 
+
 class ReviewRequest(Request):
     """``review`` (MCP ``review_memories``): findings that need a judgment, optionally about a topic."""
 
@@ -192,11 +209,16 @@ class FlagToolRequest(Request):
     """The MCP ``flag_memory`` tool: what an agent says about a memory (who it is comes from the session)."""
 
     id: str = Field(min_length=1, description="the memory's id")
-    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS, description=
-                        "what is wrong, in one or two sentences a person can act on")
-    kind: FlagKind = Field("stale", description=
-                           "stale (out of date), wrong (incorrect), duplicate (of another memory: name it in the "
-                           "reason), conflict (contradicts another memory: name it)")
+    reason: str = Field(
+        min_length=1,
+        max_length=MAX_REASON_CHARS,
+        description="what is wrong, in one or two sentences a person can act on",
+    )
+    kind: FlagKind = Field(
+        "stale",
+        description="stale (out of date), wrong (incorrect), duplicate (of another memory: name it in the "
+        "reason), conflict (contradicts another memory: name it)",
+    )
 
     _reason_not_blank = field_validator("reason")(_not_blank)
 
@@ -210,10 +232,14 @@ class FlagRequest(FlagToolRequest):
 class ProposeMergeToolRequest(Request):
     """The MCP ``propose_merge`` tool: the memories and the merged text (who and how come from the session)."""
 
-    ids: list[str] = Field(min_length=MIN_SOURCES, max_length=MAX_SOURCES, description=
-                           "the memories to merge; the first is kept, the rest archived on accept")
-    merged_text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description=
-                             "the full text of the merged memory, markdown")
+    ids: list[str] = Field(
+        min_length=MIN_SOURCES,
+        max_length=MAX_SOURCES,
+        description="the memories to merge; the first is kept, the rest archived on accept",
+    )
+    merged_text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, description="the full text of the merged memory, markdown"
+    )
     l0: str = Field(min_length=1, max_length=MAX_L0_CHARS, description="one-line summary of the merged memory")
 
 
@@ -246,6 +272,7 @@ class ProposalsRequest(Request):
 
 
 # ---------------------------------------------------------------- the person's governance and upkeep
+
 
 class NoParams(Request):
     """``status``, ``doctor``, ``health``, ``regenerate_router``: no parameters."""
@@ -295,8 +322,15 @@ class ImportRequest(Request):
 
 # ---------------------------------------------------------------- validation
 
-_TYPE_WORDS = {"int": "a whole number", "float": "a number", "string": "a string", "bool": "true or false",
-               "list": "a list", "dict": "an object", "model": "an object"}
+_TYPE_WORDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "string": "a string",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+}
 
 
 def _got(value: Any) -> str:
@@ -310,7 +344,7 @@ def _got(value: Any) -> str:
 def _bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
     field = model.model_fields.get(name)
     lo = hi = None
-    for item in (field.metadata if field is not None else []):
+    for item in field.metadata if field is not None else []:
         lo = getattr(item, "ge", None) if getattr(item, "ge", None) is not None else lo
         hi = getattr(item, "le", None) if getattr(item, "le", None) is not None else hi
     return lo, hi
@@ -324,13 +358,16 @@ def _describe(model: type[BaseModel], error: Any) -> str:
     if kind == "missing":
         return f"{loc}: is required"
     if kind == "extra_forbidden":
-        return f"{loc}: unknown parameter"      # the known ones: ContractError.allowed, the JSON schema
+        return f"{loc}: unknown parameter"  # the known ones: ContractError.allowed, the JSON schema
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         lo, hi = _bounds(model, name)
         if lo is not None and hi is not None:
             return f"{loc}: must be between {lo} and {hi} (got {_got(got)})"
-        return f"{loc}: must be at least {lo} (got {_got(got)})" if lo is not None \
+        return (
+            f"{loc}: must be at least {lo} (got {_got(got)})"
+            if lo is not None
             else f"{loc}: must be at most {hi} (got {_got(got)})"
+        )
     if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return f"{loc}: must not be empty"
     if kind == "too_short":

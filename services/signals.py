@@ -21,20 +21,22 @@ frequency   log-scaled L1/L2 loads in the access-log window, relative to the
 The composite is the dot product with the intent's weight row, so each
 signal's weighted share is reported and the shares sum to the score.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
 
 from .intent import ExpandedQuery
 from .model import SIGNALS, Memory
 
 GRAPH_AUTHORITY_SHARE = 0.5
 GRAPH_PROXIMITY_SHARE = 0.5
-COVERAGE_SHARE = 0.75           # semantic = 0.75 coverage + 0.25 phrase overlap (when phrases exist)
+COVERAGE_SHARE = 0.75  # semantic = 0.75 coverage + 0.25 phrase overlap (when phrases exist)
 DEFAULT_HALF_LIFE_DAYS = 90.0
-BODY_ONLY_CREDIT = 0.6          # a concept found only in the body counts 0.6, in the heading/tags 1.0
+BODY_ONLY_CREDIT = 0.6  # a concept found only in the body counts 0.6, in the heading/tags 1.0
 
 
 @dataclass
@@ -43,15 +45,15 @@ class Candidate:
 
     memory: Memory
     bm25_raw: float = 0.0
-    matched: frozenset[str] = frozenset()      # analysed query tokens found in it
-    heading: frozenset[str] = frozenset()      # ... found in its l0 / title / id / tags
-    reason: str = "scored"                       # scored | neighbour | rule | always_load
-    sources: set[str] = field(default_factory=set)   # bm25 | vector | graph | importance | pinned
-    cosine: float = 0.0                          # embedding similarity (0..1) when a model is in use
+    matched: frozenset[str] = frozenset()  # analysed query tokens found in it
+    heading: frozenset[str] = frozenset()  # ... found in its l0 / title / id / tags
+    reason: str = "scored"  # scored | neighbour | rule | always_load
+    sources: set[str] = field(default_factory=set)  # bm25 | vector | graph | importance | pinned
+    cosine: float = 0.0  # embedding similarity (0..1) when a model is in use
     signals: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
-    workspace: str | None = None                 # federated: the workspace it comes from (services/federation.py)
+    workspace: str | None = None  # federated: the workspace it comes from (services/federation.py)
 
 
 @dataclass
@@ -59,9 +61,9 @@ class QueryTerms:
     """The query as the semantic scorer sees it."""
 
     expanded: ExpandedQuery
-    group_tokens: list[frozenset[str]]          # analysed tokens per concept group
-    group_weights: list[float]                  # IDF weight per group (sums to 1)
-    phrases: list[str]                          # adjacent content-word pairs, lowercased
+    group_tokens: list[frozenset[str]]  # analysed tokens per concept group
+    group_weights: list[float]  # IDF weight per group (sums to 1)
+    phrases: list[str]  # adjacent content-word pairs, lowercased
 
 
 class SemanticScorer(Protocol):
@@ -77,7 +79,7 @@ class SemanticScorer(Protocol):
 
 
 _LOWER_CACHE: dict[tuple[str, str], str] = {}
-LOWER_CACHE_MAX = 4000           # memories whose lowercased text is kept for phrase matching
+LOWER_CACHE_MAX = 4000  # memories whose lowercased text is kept for phrase matching
 
 
 def _memory_text_lower(memory: Memory) -> str:
@@ -117,8 +119,9 @@ class KeywordOverlapScorer:
         return out
 
 
-def build_query_terms(expanded: ExpandedQuery, analyze: Callable[[str], list[str]],
-                      idf: Callable[[str], float]) -> QueryTerms:
+def build_query_terms(
+    expanded: ExpandedQuery, analyze: Callable[[str], list[str]], idf: Callable[[str], float]
+) -> QueryTerms:
     """Analyse each concept group and weight it by the IDF of its rarest token."""
     group_tokens: list[frozenset[str]] = []
     raw_weights: list[float] = []
@@ -140,11 +143,11 @@ def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float
     """Exponential decay by age with the type's half-life (future dates count as new)."""
     when = memory.modified
     if when is None:
-        when = datetime.fromtimestamp(memory.mtime, tz=timezone.utc).replace(tzinfo=None) if memory.mtime else None
+        when = datetime.fromtimestamp(memory.mtime, tz=UTC).replace(tzinfo=None) if memory.mtime else None
     if when is None:
         return 0.0
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(UTC).replace(tzinfo=None)
     age_days = max(0.0, (now - when).total_seconds() / 86400.0)
     try:
         half_life = float(half_lives.get(memory.type, DEFAULT_HALF_LIFE_DAYS))
@@ -155,9 +158,14 @@ def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float
     return 0.5 ** (age_days / half_life)
 
 
-def graph_signals(candidates: Sequence[Candidate], authority: Mapping[str, float],
-                  neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None,
-                  community_bonus: float, seeds: Sequence[str] | None) -> dict[str, float]:
+def graph_signals(
+    candidates: Sequence[Candidate],
+    authority: Mapping[str, float],
+    neighbours: Callable[[str], set[str]],
+    community_of: Mapping[str, int] | None,
+    community_bonus: float,
+    seeds: Sequence[str] | None,
+) -> dict[str, float]:
     """Authority, proximity to ``seeds``, and the community bonus (see module doc).
 
     ``seeds`` are the best composite-scored candidates of the first pass;
@@ -188,9 +196,16 @@ def compose(candidates: Iterable[Candidate], weights: Mapping[str, float]) -> No
         cand.score = sum(cand.shares.values())
 
 
-def rescore_graph(candidates: Sequence[Candidate], *, weights: Mapping[str, float], authority: Mapping[str, float],
-                  neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None,
-                  community_bonus: float, seeds: Sequence[str]) -> None:
+def rescore_graph(
+    candidates: Sequence[Candidate],
+    *,
+    weights: Mapping[str, float],
+    authority: Mapping[str, float],
+    neighbours: Callable[[str], set[str]],
+    community_of: Mapping[str, int] | None,
+    community_bonus: float,
+    seeds: Sequence[str],
+) -> None:
     """Second pass when no candidate was added: only the graph signal changes (see query.score_query)."""
     graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, seeds)
     for cand in candidates:
@@ -212,12 +227,21 @@ def normalise_weights(raw: Mapping[str, object] | None) -> dict[str, float]:
     return {name: value / total for name, value in row.items()}
 
 
-def score_candidates(candidates: Sequence[Candidate], *, terms: QueryTerms, weights: Mapping[str, float],
-                     semantic: SemanticScorer, authority: Mapping[str, float],
-                     neighbours: Callable[[str], set[str]], frequency: Mapping[str, float],
-                     half_lives: Mapping[str, float], now: datetime,
-                     community_of: Mapping[str, int] | None = None, community_bonus: float = 0.08,
-                     graph_seeds: Sequence[str] | None = None) -> None:
+def score_candidates(
+    candidates: Sequence[Candidate],
+    *,
+    terms: QueryTerms,
+    weights: Mapping[str, float],
+    semantic: SemanticScorer,
+    authority: Mapping[str, float],
+    neighbours: Callable[[str], set[str]],
+    frequency: Mapping[str, float],
+    half_lives: Mapping[str, float],
+    now: datetime,
+    community_of: Mapping[str, int] | None = None,
+    community_bonus: float = 0.08,
+    graph_seeds: Sequence[str] | None = None,
+) -> None:
     """Compute all six signals and the composite for every candidate, in place.
 
     ``graph_seeds``: the memories graph proximity and the community bonus

@@ -11,39 +11,53 @@ posting lists) yields every qualifying pair and few others, and the result is
 deterministic (no random hashing, unlike MinHash LSH), which keeps finding
 fingerprints stable from run to run.
 """
+
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
 from bisect import bisect_left
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-_WORD_RE = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)   # starts and ends with a letter/digit
+_WORD_RE = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)  # starts and ends with a letter/digit
 _SENTENCE_RE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
-STOPWORDS: frozenset[str] = frozenset("""
+STOPWORDS: frozenset[str] = frozenset(
+    """
 a an the and or but if then else of to in on at by for with from into onto over under as is are was were
 be been being it its this that these those there here i you he she we they me my our your their his her them
 us do does did doing done have has had having can could should would may might will shall must so such than
 too very just also only not no nor all any some each every both either neither more most other same own
 what which who whom whose when where why how about above below up down out off again further once
-""".split())
+""".split()
+)
 
 # Words that flip the polarity of a sentence.
-NEGATIONS: frozenset[str] = frozenset("""
+NEGATIONS: frozenset[str] = frozenset(
+    """
 not no never nothing nobody none nowhere without cannot cant can't don't dont doesn't doesnt didn't didnt
 isn't isnt aren't arent wasn't wasnt weren't werent won't wont shouldn't shouldnt mustn't mustnt
 wouldn't wouldnt couldn't couldnt shan't haven't hasn't hadn't
-""".split())
+""".split()
+)
 
 # Opposite words: the second of each pair is the first with the polarity flipped.
 ANTONYMS: tuple[tuple[str, str], ...] = (
-    ("enable", "disable"), ("enabled", "disabled"),
-    ("use", "avoid"), ("prefer", "avoid"), ("allow", "forbid"), ("allow", "deny"), ("allow", "disallow"),
-    ("allowed", "forbidden"), ("allowed", "disallowed"), ("true", "false"), ("required", "forbidden"),
-    ("recommended", "discouraged"), ("safe", "unsafe"),
+    ("enable", "disable"),
+    ("enabled", "disabled"),
+    ("use", "avoid"),
+    ("prefer", "avoid"),
+    ("allow", "forbid"),
+    ("allow", "deny"),
+    ("allow", "disallow"),
+    ("allowed", "forbidden"),
+    ("allowed", "disallowed"),
+    ("true", "false"),
+    ("required", "forbidden"),
+    ("recommended", "discouraged"),
+    ("safe", "unsafe"),
 )
 _FLIP: dict[str, tuple[str, int]] = {}
 for _pos, _neg in ANTONYMS:
@@ -68,8 +82,11 @@ def _stem(word: str) -> str:
 def content_tokens(text: str) -> frozenset[str]:
     """Distinct content words (stop words dropped, lightly stemmed): the set for topic overlap."""
     skip = _NOT_CONTENT
-    return frozenset(w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
-                     for w in words(text) if len(w) > 1 and w not in skip)
+    return frozenset(
+        w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
+        for w in words(text)
+        if len(w) > 1 and w not in skip
+    )
 
 
 def shingles(text: str, size: int = 2) -> frozenset[str]:
@@ -77,7 +94,7 @@ def shingles(text: str, size: int = 2) -> frozenset[str]:
     tokens = [w for w in words(text) if w]
     if len(tokens) < size:
         return frozenset([" ".join(tokens)]) if tokens else frozenset()
-    return frozenset(" ".join(tokens[i:i + size]) for i in range(len(tokens) - size + 1))
+    return frozenset(" ".join(tokens[i : i + size]) for i in range(len(tokens) - size + 1))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -87,8 +104,12 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-def similarity_join(sets: Sequence[frozenset[str]], threshold: float, max_posting: int | None = None,
-                    accept: Callable[[int, int], bool] | None = None) -> list[tuple[int, int, float]]:
+def similarity_join(
+    sets: Sequence[frozenset[str]],
+    threshold: float,
+    max_posting: int | None = None,
+    accept: Callable[[int, int], bool] | None = None,
+) -> list[tuple[int, int, float]]:
     """Every pair ``(i, j, jaccard)`` with ``i < j`` and Jaccard >= ``threshold``.
 
     ``max_posting`` optionally skips tokens whose prefix posting list grew past
@@ -189,8 +210,9 @@ def claims(owner: Hashable, text: str, min_tokens: int = 4) -> list[Claim]:
     return result
 
 
-def contradictions(all_claims: Sequence[Claim], threshold: float = 0.75,
-                   max_posting: int | None = 200) -> list[tuple[Claim, Claim, float]]:
+def contradictions(
+    all_claims: Sequence[Claim], threshold: float = 0.75, max_posting: int | None = 200
+) -> list[tuple[Claim, Claim, float]]:
     """Pairs of claims from different owners that say nearly the same words with opposite polarity.
 
     Only negative claims are indexed and only positive ones probe the index,

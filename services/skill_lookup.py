@@ -16,6 +16,7 @@ what the memory is; it is never swapped for a skill. Nothing matching is an
 error that lists the closest skills by name, so the agent can ask again with
 an exact one. No fuzzy match is ever returned as the answer.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -33,14 +34,20 @@ class SkillMatch:
     """The skill a name resolved to, and which of the three keys matched."""
 
     memory: Memory
-    matched_by: str          # "id" | "file name" | "title"
+    matched_by: str  # "id" | "file name" | "title"
 
 
 class SkillLookupError(LookupError):
     """No skill has this exact name; ``reason`` is ``not_found``, ``not_a_skill`` or ``ambiguous``."""
 
-    def __init__(self, message: str, *, reason: str, suggestions: list[str] | None = None,
-                 found: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        suggestions: list[str] | None = None,
+        found: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
@@ -68,9 +75,11 @@ def _keys(memory: Memory) -> _Keys:
     file_name = rel.rsplit("/", 1)[-1]
     stem = file_name[:-3] if file_name.lower().endswith(".md") else file_name
     rel_stem = rel[:-3] if rel.lower().endswith(".md") else rel
-    names = {"id": {_fold(memory.id)},
-             "file name": {_fold(file_name), _fold(stem), _fold(rel), _fold(rel_stem)},
-             "title": {_fold(memory.title)} if memory.title.strip() else set()}
+    names = {
+        "id": {_fold(memory.id)},
+        "file name": {_fold(file_name), _fold(stem), _fold(rel), _fold(rel_stem)},
+        "title": {_fold(memory.title)} if memory.title.strip() else set(),
+    }
     return _Keys(memory, names)
 
 
@@ -104,29 +113,45 @@ def find_skill(memories: Iterable[Memory], name: str) -> SkillMatch:
             ids = sorted(m.id for m in skill_hits)
             raise SkillLookupError(
                 f"{name!r} is the {level} of {len(ids)} skills ({', '.join(ids)}); ask for one by its id",
-                reason="ambiguous", suggestions=ids, found=[_describe(m) for m in skill_hits])
+                reason="ambiguous",
+                suggestions=ids,
+                found=[_describe(m) for m in skill_hits],
+            )
         other = hits[0]
         also = _later_skill_matches(keyed, wanted, level)
-        hint = (f" A skill also answers to that name by a weaker key: {', '.join(also)}; "
-                f"ask for it by its id if that is the one you want." if also else "")
+        hint = (
+            f" A skill also answers to that name by a weaker key: {', '.join(also)}; "
+            f"ask for it by its id if that is the one you want."
+            if also
+            else ""
+        )
         raise SkillLookupError(
             f"{name!r} is a {other.type}, not a skill ({other.rel_path}, matched by {level}); get_skill returns "
             f"skills only. Read it with the memory://{other.id} resource.{hint}",
-            reason="not_a_skill", suggestions=also, found=[_describe(m) for m in hits])
+            reason="not_a_skill",
+            suggestions=also,
+            found=[_describe(m) for m in hits],
+        )
     suggestions = closest_skills(skills, wanted)
     listed = ", ".join(_label(m) for m in suggestions)
-    detail = f" Closest skills by name: {listed}." if suggestions else \
-        (" There are no skills in this workspace." if not skills else " No skill has a similar name.")
+    detail = (
+        f" Closest skills by name: {listed}."
+        if suggestions
+        else (" There are no skills in this workspace." if not skills else " No skill has a similar name.")
+    )
     raise SkillLookupError(
         f"no skill named {name!r} (by id, file name or title, ignoring case).{detail} "
         f"Ask again with an exact name, or use get_context to find a skill by topic.",
-        reason="not_found", suggestions=[m.id for m in suggestions])
+        reason="not_found",
+        suggestions=[m.id for m in suggestions],
+    )
 
 
 def _later_skill_matches(keyed: list[_Keys], wanted: str, level: str) -> list[str]:
-    later = LEVELS[LEVELS.index(level) + 1:]
-    return sorted({k.memory.id for k in keyed if k.memory.type == SKILL_TYPE
-                   and any(wanted in k.by_level[lv] for lv in later)})
+    later = LEVELS[LEVELS.index(level) + 1 :]
+    return sorted(
+        {k.memory.id for k in keyed if k.memory.type == SKILL_TYPE and any(wanted in k.by_level[lv] for lv in later)}
+    )
 
 
 def closest_skills(skills: list[Memory], wanted: str, limit: int = MAX_SUGGESTIONS) -> list[Memory]:

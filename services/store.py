@@ -13,12 +13,13 @@ Ids and names are settled here so every consumer sees one answer:
   path, file stem with the linking note's folder first, then loose forms of ids,
   stems and titles).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import re
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
 from .model import InvalidFile, Memory
@@ -41,12 +42,12 @@ class MemoryStore:
         self.memories: dict[str, Memory] = {}
         self.by_path: dict[str, Memory] = {}
         self.invalid: dict[str, InvalidFile] = {}
-        self._shadowed: dict[str, Memory] = {}         # path -> memory whose id is taken
-        self._parsed: dict[str, Memory] = {}           # path -> as parsed, for files named by their path
-        self._stems: dict[str, set[str]] = defaultdict(set)    # stem -> paths named by it
+        self._shadowed: dict[str, Memory] = {}  # path -> memory whose id is taken
+        self._parsed: dict[str, Memory] = {}  # path -> as parsed, for files named by their path
+        self._stems: dict[str, set[str]] = defaultdict(set)  # stem -> paths named by it
         self._by_stem: dict[str, set[str]] = defaultdict(set)  # casefolded stem -> served paths
-        self._loose: dict[str, set[str]] = defaultdict(set)    # _link_key(id, stem, title) -> ids
-        self._loose_keys: dict[str, list[str]] = {}    # id -> its keys in _loose
+        self._loose: dict[str, set[str]] = defaultdict(set)  # _link_key(id, stem, title) -> ids
+        self._loose_keys: dict[str, list[str]] = {}  # id -> its keys in _loose
 
     # --- reading -------------------------------------------------------------
     def __len__(self) -> int:
@@ -87,12 +88,12 @@ class MemoryStore:
                 continue
             exact = self.memories.get(side)
             if exact is not None and not _named_by_path(exact):
-                return side                       # an explicit id (Dendron's, an agent's) names one note
+                return side  # an explicit id (Dendron's, an agent's) names one note
             found = self._resolve_side(side, source)
             if found is not None:
                 return found
             if exact is not None:
-                return side                       # a qualified id (Plugins.Templates)
+                return side  # a qualified id (Plugins.Templates)
         return None
 
     def _resolve_side(self, side: str, source: str | None) -> str | None:
@@ -166,7 +167,7 @@ class MemoryStore:
         self.__init__()
         items = list(items)
         named = [m for m in items if isinstance(m, Memory) and _named_by_path(m)]
-        for memory in named:                      # group stems first: each file is named once
+        for memory in named:  # group stems first: each file is named once
             self._parsed[memory.rel_path] = memory
             self._stems[stem_of(memory.rel_path)].add(memory.rel_path)
         ids: dict[str, str] = {}
@@ -182,7 +183,7 @@ class MemoryStore:
                 self._place(item)
 
     @classmethod
-    def from_items(cls, items: Iterable[Memory | InvalidFile]) -> "MemoryStore":
+    def from_items(cls, items: Iterable[Memory | InvalidFile]) -> MemoryStore:
         """A new store from a full scan (items in sorted path order), for swapping in whole."""
         store = cls()
         store.replace_all(items)
@@ -219,8 +220,10 @@ class MemoryStore:
         if owner is not None and owner.rel_path != memory.rel_path:
             self._shadowed[memory.rel_path] = memory
             self.invalid[memory.rel_path] = InvalidFile(
-                memory.rel_path, f"duplicate id {memory.id!r}: also used by {owner.rel_path}; "
-                                 f"{owner.rel_path} is served, give this file another id")
+                memory.rel_path,
+                f"duplicate id {memory.id!r}: also used by {owner.rel_path}; "
+                f"{owner.rel_path} is served, give this file another id",
+            )
             return []
         self._add(memory)
         return [memory.id]

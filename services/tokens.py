@@ -13,6 +13,7 @@ A real BPE counter can be chosen with ``tokens.counter: bpe:cl100k_base`` in
 ``_config.yaml`` when ``bpe-openai`` is installed (optional extra ``bpe``); it is
 exact but slower and needs the 75 MB package, which is why it is not the default.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,9 +60,9 @@ _SPACE_WORD = (1.0, 1.0, 1.01, 1.01, 1.02, 1.05, 1.11, 1.17, 1.15, 1.16, 1.24, 1
 _BARE_WORD = (1.0, 1.03, 1.1, 1.17, 1.13, 1.36, 1.69, 1.6, 1.66, 1.86, 2.36, 2.19, 1.96, 3.66, 3.8)
 _LEAD_WORD = (1.0, 1.04, 1.09, 1.24, 1.51, 1.49, 1.65, 2.58, 2.1, 2.15, 2.93, 2.59, 2.76, 3.24, 3.53)
 _PUNCT_RUN = (1.0, 1.05, 1.38, 1.85, 3.14, 2.91, 3.62, 2.02)
-_LONG_WORD_CHARS_PER_TOKEN = 3.7   # beyond the tables: identifiers, URLs, hashes
-_LONG_PUNCT_TOKENS = 2.5           # "-----" rulers and the like compress well
-_NON_ASCII_CHARS_PER_TOKEN = 2.0   # accented / non-Latin words
+_LONG_WORD_CHARS_PER_TOKEN = 3.7  # beyond the tables: identifiers, URLs, hashes
+_LONG_PUNCT_TOKENS = 2.5  # "-----" rulers and the like compress well
+_NON_ASCII_CHARS_PER_TOKEN = 2.0  # accented / non-Latin words
 
 
 def _table_cost(table: tuple[float, ...], length: int) -> float:

@@ -7,28 +7,28 @@ folders (``.ctxos/``, ``.git/`` ...) and the router files the daemon generates.
 ``sources/`` is served (read-only to agents: ``writes.safe_target``), marked as a
 source wherever a memory is shown (``Memory.is_source``).
 """
+
 from __future__ import annotations
 
 import errno
 import hashlib
 import os
 import stat as stat_module
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
 
 from .atomic import atomic_write_text
 from .config import CONFIG_FILENAME, Config, default_config_text
 from .memory_file import MemoryFileError, parse_memory
 from .model import InvalidFile, Memory
-from .ontology import (ALL_FOLDERS, ARCHIVE_FOLDER, SOURCES_FOLDER, STAGING_FOLDER,
-                       STATE_FOLDER, type_for_folder)
+from .ontology import ALL_FOLDERS, ARCHIVE_FOLDER, SOURCES_FOLDER, STAGING_FOLDER, STATE_FOLDER, type_for_folder
 
 MEMORY_SUFFIXES = (".md", ".markdown")
 # Generated at the workspace root by the router; never read back as memories.
 GENERATED_ROOT_FILES = frozenset({"claude.md", "CLAUDE.md", "AGENTS.md", "GEMINI.md"})
-SCAN_PROGRESS_EVERY = 250     # scan_workspace reports progress this often (files)
+SCAN_PROGRESS_EVERY = 250  # scan_workspace reports progress this often (files)
 NOT_SERVED_FOLDERS = frozenset({STAGING_FOLDER, ARCHIVE_FOLDER})
 SKIPPED_DIR_NAMES = frozenset({"node_modules", "__pycache__"})
 GITIGNORE_TEXT = "# AI Context OS derived state (safe to delete; rebuilt from the files)\n.ctxos/\n"
@@ -209,13 +209,15 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
     root = Path(root)
     shown = display_name(rel_path)
     if shown != rel_path:
-        return InvalidFile(shown, "file name is not valid UTF-8 (shown with \\x escapes); rename the file "
-                                  "so it can be served")
+        return InvalidFile(
+            shown, "file name is not valid UTF-8 (shown with \\x escapes); rename the file so it can be served"
+        )
     path = root / rel_path
     try:
         if len(os.fsencode(path)) >= 4096:
-            return InvalidFile(rel_path, "path is longer than the system limit (PATH_MAX, 4096 bytes); "
-                                         "move the file to a shorter path")
+            return InvalidFile(
+                rel_path, "path is longer than the system limit (PATH_MAX, 4096 bytes); move the file to a shorter path"
+            )
         if any(len(os.fsencode(part)) > 255 for part in Path(rel_path).parts):
             return InvalidFile(rel_path, "file name is longer than the system limit (NAME_MAX, 255 bytes)")
         if path.is_symlink():
@@ -234,17 +236,30 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
                 return InvalidFile(rel_path, f"symlink points outside the workspace (to {target})")
             target_rel = target.relative_to(real_root).as_posix()
             if target_rel.split("/", 1)[0] == SOURCES_FOLDER and rel_path.split("/", 1)[0] != SOURCES_FOLDER:
-                return InvalidFile(rel_path, f"symlink points into sources/ ({target_rel}); the source is served "
-                                             "from there, read-only, and not twice")
+                return InvalidFile(
+                    rel_path,
+                    f"symlink points into sources/ ({target_rel}); the source is served "
+                    "from there, read-only, and not twice",
+                )
             if not is_memory_path(target_rel):
-                return InvalidFile(rel_path, "symlink points to a file that is not served as memory "
-                                             f"({target.relative_to(real_root).as_posix()})")
+                return InvalidFile(
+                    rel_path,
+                    "symlink points to a file that is not served as memory "
+                    f"({target.relative_to(real_root).as_posix()})",
+                )
         stat = path.stat()
         if not path.is_file():
-            kind = ("a named pipe (FIFO)" if stat_module.S_ISFIFO(stat.st_mode) else
-                    "a socket" if stat_module.S_ISSOCK(stat.st_mode) else
-                    "a device" if stat_module.S_ISCHR(stat.st_mode) or stat_module.S_ISBLK(stat.st_mode) else
-                    "a folder" if stat_module.S_ISDIR(stat.st_mode) else "not a regular file")
+            kind = (
+                "a named pipe (FIFO)"
+                if stat_module.S_ISFIFO(stat.st_mode)
+                else "a socket"
+                if stat_module.S_ISSOCK(stat.st_mode)
+                else "a device"
+                if stat_module.S_ISCHR(stat.st_mode) or stat_module.S_ISBLK(stat.st_mode)
+                else "a folder"
+                if stat_module.S_ISDIR(stat.st_mode)
+                else "not a regular file"
+            )
             return InvalidFile(rel_path, f"{kind}, not a regular file; only text files are memories")
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -258,16 +273,23 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
     max_bytes = int(config.get("limits.max_file_bytes", 262144))
     try:
         return parse_memory(
-            raw, rel_path=rel_path, path=path, folder_type=folder_type(rel_path),
-            mtime=stat.st_mtime, max_bytes=max_bytes,
+            raw,
+            rel_path=rel_path,
+            path=path,
+            folder_type=folder_type(rel_path),
+            mtime=stat.st_mtime,
+            max_bytes=max_bytes,
         )
     except MemoryFileError as exc:
         return InvalidFile(rel_path, str(exc))
 
 
-def scan_workspace(root: Path, config: Config,
-                   progress: Callable[[int, int], None] | None = None,
-                   reuse: Callable[[str], Memory | None] | None = None) -> list[Memory | InvalidFile]:
+def scan_workspace(
+    root: Path,
+    config: Config,
+    progress: Callable[[int, int], None] | None = None,
+    reuse: Callable[[str], Memory | None] | None = None,
+) -> list[Memory | InvalidFile]:
     """Load every candidate file in sorted path order (deleted-while-listing files are dropped).
 
     ``progress(done, total)`` is called every ``SCAN_PROGRESS_EVERY`` files and at the end.

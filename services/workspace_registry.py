@@ -18,15 +18,16 @@ runs at once both land. A file that does not parse is an error naming the
 file and line; it is never overwritten by a write (the person fixes it).
 This module reads and writes one file; it opens no sockets.
 """
+
 from __future__ import annotations
 
 import fcntl
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -36,8 +37,10 @@ from .private_dir import PrivateDirError, ensure_private_dir
 APP_DIRNAME = "ctxos"
 REGISTRY_FILENAME = "workspaces.yaml"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-HEADER = ("# Workspaces served by the per-user ctxos daemon: name -> folder.\n"
-          "# Edit with `ctxos workspace add PATH [--name N]` / `ctxos workspace remove NAME`.\n")
+HEADER = (
+    "# Workspaces served by the per-user ctxos daemon: name -> folder.\n"
+    "# Edit with `ctxos workspace add PATH [--name N]` / `ctxos workspace remove NAME`.\n"
+)
 
 
 class RegistryError(ValueError):
@@ -63,8 +66,10 @@ def name_from_folder(path: Path) -> str:
 
 def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name or ""):
-        raise RegistryError(f"workspace name {name!r} is not allowed: use lower-case letters, digits, "
-                            f"'.', '_' and '-' (it appears in URLs such as /w/NAME/mcp)")
+        raise RegistryError(
+            f"workspace name {name!r} is not allowed: use lower-case letters, digits, "
+            f"'.', '_' and '-' (it appears in URLs such as /w/NAME/mcp)"
+        )
     return name
 
 
@@ -112,16 +117,18 @@ def load_registry(path: Path | None = None) -> Registry:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise RegistryError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
-                            f"fix or delete the file") from exc
+        raise RegistryError(
+            f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc}); fix or delete the file"
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("workspaces", {}) or {}, dict):
         raise RegistryError(f"{path}: expected 'workspaces:' mapping names to folders")
     registry = Registry(path=path)
     for name, folder in (data.get("workspaces") or {}).items():
         name = str(name)
         if not NAME_PATTERN.match(name) or not isinstance(folder, str) or not folder.strip():
-            raise RegistryError(f"{path}: entry {name!r}: a name (lower-case letters, digits, '.', '_', '-') "
-                                f"and a folder are required")
+            raise RegistryError(
+                f"{path}: entry {name!r}: a name (lower-case letters, digits, '.', '_', '-') and a folder are required"
+            )
         registry.workspaces[name] = Path(folder).expanduser().resolve()
     default = data.get("default")
     registry.default = str(default) if isinstance(default, str) else None
@@ -160,8 +167,9 @@ def editing(path: Path | None = None) -> Iterator[Registry]:
         os.close(fd)
 
 
-def add_workspace(folder: Path, name: str | None = None, *, make_default: bool = False,
-                  path: Path | None = None) -> tuple[str, bool]:
+def add_workspace(
+    folder: Path, name: str | None = None, *, make_default: bool = False, path: Path | None = None
+) -> tuple[str, bool]:
     """Register ``folder`` (as ``name``, else a name from its folder name); return ``(name, added)``.
 
     A folder already registered keeps its name (``added`` False) unless another

@@ -27,6 +27,7 @@ callback registered there runs after the rename, with the workspace-relative pat
 (issue 17 hooks git/journal history here). A failing callback is logged, never
 turned into "error but written".
 """
+
 from __future__ import annotations
 
 import errno
@@ -34,8 +35,9 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from .atomic import rename_temp, write_temp
 from .config import Config
@@ -87,15 +89,28 @@ def validate_memory_bytes(root: Path, rel_path: str, data: bytes, config: Config
     """Parse ``data`` exactly as the loader would read it from ``rel_path``; refuse with the reason."""
     max_bytes = int(config.get("limits.max_file_bytes", 262144))
     try:
-        return parse_memory(data, rel_path=rel_path, path=Path(root) / rel_path, folder_type=folder_type(rel_path),
-                            mtime=time.time(), max_bytes=max_bytes)
+        return parse_memory(
+            data,
+            rel_path=rel_path,
+            path=Path(root) / rel_path,
+            folder_type=folder_type(rel_path),
+            mtime=time.time(),
+            max_bytes=max_bytes,
+        )
     except MemoryFileError as exc:
         raise WriteRefused(f"{rel_path}: the result would not be a valid memory ({exc}); nothing was written") from None
 
 
-def commit_memory(root: Path, config: Config, rel_path: str, text: str, *,
-                  expected_checksum: str | None, must_be_new: bool = False,
-                  validate: Callable[[Memory], None] | None = None) -> Memory:
+def commit_memory(
+    root: Path,
+    config: Config,
+    rel_path: str,
+    text: str,
+    *,
+    expected_checksum: str | None,
+    must_be_new: bool = False,
+    validate: Callable[[Memory], None] | None = None,
+) -> Memory:
     """Validate and atomically write one memory file. Call under ``writes.write_lock``.
 
     ``expected_checksum`` is the checksum of the bytes the caller based its change on
@@ -111,9 +126,11 @@ def commit_memory(root: Path, config: Config, rel_path: str, text: str, *,
     if not must_be_new:
         _run_hooks(before_write, root, target)
     with _ReplacedInode(target) as replaced:
+
         def recheck() -> None:
             _check_disk(target, rel_path, expected_checksum, must_be_new)
             replaced.pin(rel_path, expected_checksum)
+
         _replace(target, data, recheck)
         late = replaced.written_since_pin()
         if late is not None:
@@ -167,12 +184,16 @@ class _ReplacedInode:
         except FileNotFoundError:
             same_file = False
         if not same_file:
-            raise WriteConflict(f"{rel_path} was replaced on disk while your save was being written; "
-                                "read the memory again and apply your change to it")
+            raise WriteConflict(
+                f"{rel_path} was replaced on disk while your save was being written; "
+                "read the memory again and apply your change to it"
+            )
         self._pinned = self._read()
         if expected_checksum is not None and checksum_bytes(self._pinned) != expected_checksum:
-            raise WriteConflict(f"{rel_path} changed on disk since you read it (a person's edit wins); "
-                                "read the memory again (get_memory) and apply your change to that version")
+            raise WriteConflict(
+                f"{rel_path} changed on disk since you read it (a person's edit wins); "
+                "read the memory again (get_memory) and apply your change to that version"
+            )
 
     def written_since_pin(self) -> bytes | None:
         """The old file's bytes if someone wrote into it after ``pin``, else None."""
@@ -184,9 +205,11 @@ class _ReplacedInode:
 
 def _put_back(target: Path, late: bytes, ours: bytes) -> None:
     """Put a person's late edit back in place of our just-written version (unless someone replaced ours)."""
+
     def still_ours() -> None:
         if disk_checksum(target) != checksum_bytes(ours):
             raise WriteConflict(f"{target.name} was replaced again meanwhile; leaving the newest version")
+
     try:
         rename_temp(write_temp(target, late), target, before_rename=still_ours)
     except WriteConflict:
@@ -231,8 +254,10 @@ def _replace(target: Path, data: bytes, recheck: Callable[[], None] | None, mode
 
 def _os_refusal(exc: OSError, target: Path) -> WriteRefused:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return WriteRefused(f"disk full: {target.name} was not written (the previous version, if any, is unchanged); "
-                           "free some space and try again")
+        return WriteRefused(
+            f"disk full: {target.name} was not written (the previous version, if any, is unchanged); "
+            "free some space and try again"
+        )
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return WriteRefused(f"{target.name} cannot be written ({exc.strerror}); nothing was changed")
     return WriteRefused(f"{target.name} could not be written ({exc.strerror or exc}); nothing was changed")

@@ -13,38 +13,50 @@ these functions, so the rules hold whatever the front end:
 
 Functions return workspace-relative paths they touched; the engine re-indexes them.
 """
+
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
 import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .config import Config
-from .write_gate import (WriteConflict, WriteRefused, commit_memory, encode_text, notify_before_write,
-                         notify_written)
 from .memory_file import L1_MARKER, L2_MARKER, render_new_file, update_frontmatter
 from .model import InvalidFile, Memory
 from .ontology import ARCHIVE_FOLDER, MEMORY_TYPES, SOURCES_FOLDER, STATE_FOLDER, TYPE_FOLDERS
 from .store import MemoryStore
 from .workspace import load_memory, relative_path, state_dir
+from .write_gate import WriteConflict, WriteRefused, commit_memory, encode_text, notify_before_write, notify_written
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_CONTENT_CHARS = 200_000
-MAX_L0_CHARS = 500          # the loader shows at most 200 (memory_file.L0_MAX_CHARS); longer is refused
+MAX_L0_CHARS = 500  # the loader shows at most 200 (memory_file.L0_MAX_CHARS); longer is refused
 MAX_L1_CHARS = 8_000
 MAX_TAGS = 64
 MAX_TAG_CHARS = 100
 MAX_LOG_DETAILS_CHARS = 20_000
 MAX_DAILY_ROLLOVER = 50
 
-__all__ = ["WriteRefused", "WriteConflict", "SaveResult", "save_memory", "log_session", "update_fields",
-           "set_importance", "set_protected", "archive_memory", "unarchive_memory", "list_archived"]
+__all__ = [
+    "WriteRefused",
+    "WriteConflict",
+    "SaveResult",
+    "save_memory",
+    "log_session",
+    "update_fields",
+    "set_importance",
+    "set_protected",
+    "archive_memory",
+    "unarchive_memory",
+    "list_archived",
+]
 
 
 @dataclass
@@ -59,7 +71,7 @@ class SaveResult:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    return datetime.now(UTC).replace(tzinfo=None, microsecond=0)
 
 
 @contextmanager
@@ -75,6 +87,7 @@ def write_lock(root: Path) -> Iterator[None]:
 
 
 # --- path safety --------------------------------------------------------------
+
 
 def validate_id(memory_id: str) -> str:
     memory_id = (memory_id or "").strip()
@@ -110,8 +123,9 @@ def safe_target(root: Path, rel_path: str, *, allow_archive: bool = False) -> Pa
     return target
 
 
-def _refuse_if_changed(store: MemoryStore, current: Memory, expected_version: int | None,
-                       expected_checksum: str | None = None) -> None:
+def _refuse_if_changed(
+    store: MemoryStore, current: Memory, expected_version: int | None, expected_checksum: str | None = None
+) -> None:
     if expected_version is None:
         raise WriteConflict(
             f"memory {current.id!r} already exists (version {current.version}); read it and pass "
@@ -150,6 +164,7 @@ def compose_body(content: str, l1: str | None) -> str:
 
 # --- input checks (limits in user words) --------------------------------------------
 
+
 def _check_text(value: Any, what: str, *, max_chars: int, required: bool) -> str:
     if value is None:
         if required:
@@ -179,8 +194,9 @@ def _check_list(values: Sequence[Any] | None, what: str) -> list[str]:
         text = str(item).strip()
         encode_text(text, what)
         if len(text) > MAX_TAG_CHARS:
-            raise WriteRefused(f"{what} entry {text[:40]!r}... is {len(text):,} characters, over the "
-                               f"{MAX_TAG_CHARS}-character limit")
+            raise WriteRefused(
+                f"{what} entry {text[:40]!r}... is {len(text):,} characters, over the {MAX_TAG_CHARS}-character limit"
+            )
         if "\n" in text or "\r" in text:
             raise WriteRefused(f"{what} entry {text[:40]!r} contains a line break; use one line per entry")
         if text and text not in cleaned:
@@ -194,8 +210,10 @@ def _check_expected_version(expected_version: Any) -> int | None:
     if isinstance(expected_version, bool) or not isinstance(expected_version, int):
         raise WriteRefused(f"expected_version must be a whole number (the version you read), got {expected_version!r}")
     if expected_version <= 0:
-        raise WriteRefused(f"expected_version {expected_version} is not a version: versions start at 1; "
-                           "read the memory and pass the version it shows")
+        raise WriteRefused(
+            f"expected_version {expected_version} is not a version: versions start at 1; "
+            "read the memory and pass the version it shows"
+        )
     return expected_version
 
 
@@ -208,6 +226,7 @@ def _refuse_unfaithful(memory: Memory, tags: list[str] | None, related: list[str
 
 
 # --- agent writes -----------------------------------------------------------------
+
 
 def save_memory(
     root: Path,
@@ -239,8 +258,9 @@ def save_memory(
     l0 = _check_text(l0, "l0 (the one-line summary)", max_chars=MAX_L0_CHARS, required=True)
     l1 = _check_text(l1, "l1 (the short summary)", max_chars=MAX_L1_CHARS, required=False) or None
     expected_version = _check_expected_version(expected_version)
-    if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))
-                                   or not 0.0 <= float(importance) <= 1.0):
+    if importance is not None and (
+        isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0.0 <= float(importance) <= 1.0
+    ):
         raise WriteRefused(f"importance {importance!r} is outside 0.0-1.0")
     clean_tags = _check_list(tags, "tags")
     clean_related = _check_list(related, "related")
@@ -261,19 +281,33 @@ def save_memory(
         body = compose_body(content, l1)
         if current is None:
             fields: dict[str, Any] = {
-                "id": memory_id, "type": kind, "l0": " ".join(l0.split()),
+                "id": memory_id,
+                "type": kind,
+                "l0": " ".join(l0.split()),
                 "importance": 0.5 if importance is None else float(importance),
-                "tags": clean_tags, "related": clean_related,
-                "created": now.date(), "modified": now, "version": 1,
-                "always_load": bool(always_load), "protected": False,
+                "tags": clean_tags,
+                "related": clean_related,
+                "created": now.date(),
+                "modified": now,
+                "version": 1,
+                "always_load": bool(always_load),
+                "protected": False,
             }
-            commit_memory(root, config, rel_path, render_new_file(fields, body),
-                          expected_checksum=None, must_be_new=True,
-                          validate=_unfaithful_checker(clean_tags, clean_related))
+            commit_memory(
+                root,
+                config,
+                rel_path,
+                render_new_file(fields, body),
+                expected_checksum=None,
+                must_be_new=True,
+                validate=_unfaithful_checker(clean_tags, clean_related),
+            )
             return SaveResult(memory_id, rel_path, 1, True)
         if current.protected:
-            raise WriteRefused(f"memory {current.id!r} ({rel_path}) is protected; only a person may edit it "
-                               f"(after `ctxos unlock {current.id}`)")
+            raise WriteRefused(
+                f"memory {current.id!r} ({rel_path}) is protected; only a person may edit it "
+                f"(after `ctxos unlock {current.id}`)"
+            )
         if current.type != kind:
             raise WriteRefused(
                 f"memory {current.id!r} is a {current.type} ({rel_path}); saving it as a {kind} is refused"
@@ -291,16 +325,19 @@ def save_memory(
         text = current.path.read_bytes().decode("utf-8")
         new_text = update_frontmatter(text, changes, body=body)
         check_before = _unfaithful_checker(tags is not None and clean_tags, related is not None and clean_related)
-        saved = commit_memory(root, config, rel_path, new_text, expected_checksum=current.checksum,
-                              validate=check_before)
+        saved = commit_memory(
+            root, config, rel_path, new_text, expected_checksum=current.checksum, validate=check_before
+        )
         # a file named by its path may be served under a qualified id (links.qualified_ids)
         return SaveResult(existing.id if existing is not None else current.id, rel_path, saved.version, False)
 
 
 def _unfaithful_checker(tags: list[str] | bool, related: list[str] | bool):
     def check(memory: Memory) -> None:
-        _refuse_unfaithful(memory, tags if isinstance(tags, list) else None,
-                           related if isinstance(related, list) else None)
+        _refuse_unfaithful(
+            memory, tags if isinstance(tags, list) else None, related if isinstance(related, list) else None
+        )
+
     return check
 
 
@@ -314,8 +351,7 @@ def _fresh_id(root: Path, store: MemoryStore, kind: str, l0: str) -> tuple[str, 
     raise WriteRefused(f"could not find a free id for {l0!r}")
 
 
-def log_session(root: Path, config: Config, event: str, details: str | None = None,
-                now: datetime | None = None) -> str:
+def log_session(root: Path, config: Config, event: str, details: str | None = None, now: datetime | None = None) -> str:
     """Append a timestamped line to ``02-daily/YYYY-MM-DD.md``, creating the day's file.
 
     Details over ``MAX_LOG_DETAILS_CHARS`` are refused up front. When the day's file
@@ -354,11 +390,23 @@ def log_session(root: Path, config: Config, event: str, details: str | None = No
                     commit_memory(root, config, rel_path, text + entry + "\n", expected_checksum=current.checksum)
                 else:
                     title = f"Session log for {day}" + ("" if part == 1 else f" (part {part})")
-                    fields = {"id": f"daily-{stem}", "type": "daily", "l0": title,
-                              "importance": 0.3, "tags": ["session-log"], "created": now.date(), "version": 1}
-                    commit_memory(root, config, rel_path,
-                                  render_new_file(fields, f"# Session log {day}\n\n{entry}\n"),
-                                  expected_checksum=None, must_be_new=True)
+                    fields = {
+                        "id": f"daily-{stem}",
+                        "type": "daily",
+                        "l0": title,
+                        "importance": 0.3,
+                        "tags": ["session-log"],
+                        "created": now.date(),
+                        "version": 1,
+                    }
+                    commit_memory(
+                        root,
+                        config,
+                        rel_path,
+                        render_new_file(fields, f"# Session log {day}\n\n{entry}\n"),
+                        expected_checksum=None,
+                        must_be_new=True,
+                    )
                 return rel_path
             except WriteConflict:
                 raise
@@ -371,8 +419,10 @@ def log_session(root: Path, config: Config, event: str, details: str | None = No
 
 # --- person actions (governance) ------------------------------------------------
 
-def update_fields(root: Path, config: Config, rel_path: str, changes: dict[str, Any], *,
-                  allow_protected: bool = False) -> str:
+
+def update_fields(
+    root: Path, config: Config, rel_path: str, changes: dict[str, Any], *, allow_protected: bool = False
+) -> str:
     """Rewrite some frontmatter keys of one file in place (through the gate), bumping ``version``.
 
     A protected memory is refused unless ``allow_protected`` (a person's explicit unlock).
@@ -384,12 +434,13 @@ def update_fields(root: Path, config: Config, rel_path: str, changes: dict[str, 
             reason = current.reason if isinstance(current, InvalidFile) else "file not found"
             raise WriteRefused(f"{rel_path}: {reason}")
         if current.protected and not allow_protected:
-            raise WriteRefused(f"memory {current.id!r} ({rel_path}) is protected; "
-                               f"a person can unlock it with `ctxos unlock {current.id}`")
+            raise WriteRefused(
+                f"memory {current.id!r} ({rel_path}) is protected; "
+                f"a person can unlock it with `ctxos unlock {current.id}`"
+            )
         all_changes = {**changes, "modified": utc_now(), "version": current.version + 1}
         text = current.path.read_bytes().decode("utf-8")
-        commit_memory(root, config, rel_path, update_frontmatter(text, all_changes),
-                      expected_checksum=current.checksum)
+        commit_memory(root, config, rel_path, update_frontmatter(text, all_changes), expected_checksum=current.checksum)
     return rel_path
 
 
@@ -418,8 +469,10 @@ def archive_memory(root: Path, store: MemoryStore, memory_id: str) -> tuple[str,
     if memory is None:
         raise WriteRefused(f"no memory with id {memory_id!r}")
     if memory.protected:
-        raise WriteRefused(f"memory {memory.id!r} ({memory.rel_path}) is protected; "
-                           f"a person can unlock it with `ctxos unlock {memory.id}`")
+        raise WriteRefused(
+            f"memory {memory.id!r} ({memory.rel_path}) is protected; "
+            f"a person can unlock it with `ctxos unlock {memory.id}`"
+        )
     return _move(root, memory.rel_path, f"{ARCHIVE_FOLDER}/{memory.rel_path}")
 
 
@@ -427,7 +480,7 @@ def unarchive_memory(root: Path, archived_rel_path: str) -> tuple[str, str]:
     """Move ``_archive/<path>`` back to ``<path>``."""
     prefix = ARCHIVE_FOLDER + "/"
     rel = archived_rel_path if archived_rel_path.startswith(prefix) else prefix + archived_rel_path
-    return _move(root, rel, rel[len(prefix):])
+    return _move(root, rel, rel[len(prefix) :])
 
 
 def list_archived(root: Path) -> list[str]:
@@ -450,7 +503,7 @@ def _move(root: Path, src_rel: str, dst_rel: str) -> tuple[str, str]:
         notify_before_write(root, src)
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.link(src, dst)          # no-clobber: fails if dst appeared meanwhile
+            os.link(src, dst)  # no-clobber: fails if dst appeared meanwhile
             os.unlink(src)
         except FileExistsError:
             raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it") from None
@@ -461,7 +514,7 @@ def _move(root: Path, src_rel: str, dst_rel: str) -> tuple[str, str]:
                 raise WriteRefused(f"{src_rel} could not be moved ({exc.strerror})") from None
             if dst.exists():
                 raise WriteRefused(f"{dst_rel} already exists; refusing to overwrite it") from None
-            src.rename(dst)        # file systems without hard links
+            src.rename(dst)  # file systems without hard links
         notify_written(root, src)
         notify_written(root, dst)
     return src_rel, dst_rel

@@ -5,18 +5,27 @@ Shared by ``test_web_browser.py`` and ``test_web_map.py``: import ``sync_api``
 is missing) and the ``browser`` fixture, and open pages with :func:`open_page`,
 which fails the test on any error the page throws.
 """
+
 from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
 if not Path(CHROMIUM).exists():
@@ -41,8 +50,10 @@ def open_page(browser: Any, *, width: int, height: int, timeout_ms: int) -> Iter
     pg.set_default_timeout(timeout_ms)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}")
-          if not req.url.endswith("/api/events") else None)
+    pg.on(
+        "requestfailed",
+        lambda req: errors.append(f"request failed: {req.url}") if not req.url.endswith("/api/events") else None,
+    )
     yield pg
     context.close()
     assert not errors, f"errors in the page: {errors}"
@@ -53,4 +64,4 @@ def log_in(pg: Any, daemon: Any) -> None:
     link = daemon.call("web_login")["url"]
     assert link.startswith(daemon.http_url + "/login?code=")
     pg.goto(link)
-    assert pg.url == daemon.http_url + "/", pg.url                 # the code is gone from the address bar
+    assert pg.url == daemon.http_url + "/", pg.url  # the code is gone from the address bar

@@ -1,4 +1,5 @@
 """Shared fixtures: temporary workspaces built from a dict of files."""
+
 from __future__ import annotations
 
 import os
@@ -33,6 +34,7 @@ def make_workspace(tmp_path: Path):
         root.mkdir()
         if init:
             from ctxos.services.workspace import init_workspace
+
             init_workspace(root, seed_examples=examples)
         write_files(root, files or {})
         return root

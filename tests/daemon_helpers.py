@@ -33,6 +33,7 @@ send it on their own, so a test only handles the token when it tests auth.
 ``daemon.output()`` returns the daemon's stdout+stderr so far (include it in
 assertion messages); ``daemon.log_file`` is its rotating log.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,11 +45,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
-
 from ctxos.client import DaemonClient, DaemonError, RpcCallError
 from ctxos.daemon import runtime_paths
 
@@ -76,8 +77,15 @@ def short_runtime_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="ctxrt-", dir="/tmp"))
 
 
-def memory_text(memory_id: str, body: str, *, type: str | None = None, l0: str | None = None,
-                tags: list[str] | None = None, **fields: Any) -> str:
+def memory_text(
+    memory_id: str,
+    body: str,
+    *,
+    type: str | None = None,
+    l0: str | None = None,
+    tags: list[str] | None = None,
+    **fields: Any,
+) -> str:
     """The text of a memory file with frontmatter (values are JSON, which YAML reads as-is)."""
     front: dict[str, Any] = {"id": memory_id}
     if type:
@@ -108,8 +116,9 @@ def make_special_files(folder: Path) -> dict[str, str]:
 class DaemonProcess:
     """A daemon subprocess plus a socket client to it."""
 
-    def __init__(self, root: Path, runtime_dir: Path, proc: subprocess.Popen[bytes], output_path: Path,
-                 http_port: int | None) -> None:
+    def __init__(
+        self, root: Path, runtime_dir: Path, proc: subprocess.Popen[bytes], output_path: Path, http_port: int | None
+    ) -> None:
         self.root = root
         self.runtime_dir = runtime_dir
         self.proc = proc
@@ -160,15 +169,17 @@ class DaemonProcess:
 
     # ---------------------------------------------------------------- waiting
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02,
-                 message: str = "condition") -> Any:
+    def wait_for(
+        self, predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, message: str = "condition"
+    ) -> Any:
         """Poll ``predicate`` until it returns something truthy; fail with the daemon's output otherwise."""
         deadline = time.monotonic() + timeout
         last_exc: Exception | None = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited with {self.proc.returncode} while waiting for {message}\n"
-                                     f"{self.output()}")
+                raise AssertionError(
+                    f"daemon exited with {self.proc.returncode} while waiting for {message}\n{self.output()}"
+                )
             try:
                 value = predicate()
                 if value:
@@ -176,8 +187,9 @@ class DaemonProcess:
             except (DaemonError, OSError) as exc:
                 last_exc = exc
             time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout} s waiting for {message} (last error: {last_exc})\n"
-                             f"{self.output()[-4000:]}")
+        raise AssertionError(
+            f"timed out after {timeout} s waiting for {message} (last error: {last_exc})\n{self.output()[-4000:]}"
+        )
 
     def wait_settled(self, timeout: float = 15.0) -> dict[str, Any]:
         """Wait until the workspace is loaded and no file event is pending or being applied.
@@ -185,6 +197,7 @@ class DaemonProcess:
         Checks twice, a debounce period apart, because an inotify event for a
         write made just before the call may not have reached the daemon yet.
         """
+
         def settled() -> dict[str, Any] | None:
             status = self.status()
             if status.get("state") != "ready" or status.get("pending_events", 1):
@@ -229,10 +242,20 @@ class DaemonProcess:
         return self.proc.returncode
 
 
-def start_daemon(root: Path, *, runtime_dir: Path | None = None, http: bool = False, http_port: int | None = None,
-                 tray: bool = False, debounce_ms: int | None = None, extra_args: list[str] | tuple[str, ...] = (),
-                 env: dict[str, str] | None = None, wait_ready: bool = True,
-                 timeout: float = STARTUP_TIMEOUT_S, output_path: Path | None = None) -> DaemonProcess:
+def start_daemon(
+    root: Path,
+    *,
+    runtime_dir: Path | None = None,
+    http: bool = False,
+    http_port: int | None = None,
+    tray: bool = False,
+    debounce_ms: int | None = None,
+    extra_args: list[str] | tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    timeout: float = STARTUP_TIMEOUT_S,
+    output_path: Path | None = None,
+) -> DaemonProcess:
     """Start ``python -m ctxos.daemon.main`` on ``root`` and wait until it answers (and is loaded).
 
     ``runtime_dir`` defaults to ``$CTXOS_RUNTIME_DIR`` (tests/conftest.py sets a
@@ -241,8 +264,9 @@ def start_daemon(root: Path, *, runtime_dir: Path | None = None, http: bool = Fa
     """
     root = Path(root).resolve()
     if runtime_dir is None:
-        runtime_dir = Path(os.environ["CTXOS_RUNTIME_DIR"]) if os.environ.get("CTXOS_RUNTIME_DIR") \
-            else short_runtime_dir()
+        runtime_dir = (
+            Path(os.environ["CTXOS_RUNTIME_DIR"]) if os.environ.get("CTXOS_RUNTIME_DIR") else short_runtime_dir()
+        )
     command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root)]
     port: int | None = None
     if http:
@@ -260,8 +284,7 @@ def start_daemon(root: Path, *, runtime_dir: Path | None = None, http: bool = Fa
         os.close(fd)
         output_path = Path(name)
     with open(output_path, "wb") as out:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=full_env)
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=full_env)
     daemon = DaemonProcess(root, runtime_dir, proc, output_path, port)
 
     def answering() -> bool:

@@ -1,17 +1,27 @@
 """Shared by the MCP tests: a workspace with rules, skills, a protected memory, a
 symlinked folder that leaves the workspace and a symlink into ``sources/``;
 a disk snapshot to prove refusals change nothing; the refusal cases."""
+
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from daemon_helpers import auth_headers
 
-TOOLS = {"get_context", "save_memory", "get_skill", "log_session",
-         "review_memories", "flag_memory", "propose_merge", "draft_merge"}
+TOOLS = {
+    "get_context",
+    "save_memory",
+    "get_skill",
+    "log_session",
+    "review_memories",
+    "flag_memory",
+    "propose_merge",
+    "draft_merge",
+}
 
 WORKSPACE_FILES = {
     "08-rules/no-secrets.md": """\
@@ -83,7 +93,6 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
-
 def build_workspace(make_workspace, tmp_path: Path) -> Path:
     root = make_workspace(WORKSPACE_FILES)
     outside = tmp_path / "outside"
@@ -132,14 +141,18 @@ async def mcp_http_client(url: str, headers: dict[str, str] | None = None, **cli
 
 # Two near-duplicate project memories (governance finds one consolidation): the agent-governance and
 # map tests build merge proposals from them.
-APOLLO_BODY = ("Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
-               "billing-backups and keeps thirty days of point in time recovery.")
+APOLLO_BODY = (
+    "Apollo billing stores invoices in Postgres 14 with nightly backups to the S3 bucket "
+    "billing-backups and keeps thirty days of point in time recovery."
+)
 
 
 def apollo_files() -> dict[str, str]:
     from daemon_helpers import memory_text
+
     return {
         "03-projects/apollo-db.md": memory_text("apollo-db", APOLLO_BODY, type="project", tags=["billing", "db"]),
-        "03-projects/apollo-storage.md": memory_text("apollo-storage", APOLLO_BODY + " Restores are tested monthly.",
-                                                     type="project", tags=["billing", "db"]),
+        "03-projects/apollo-storage.md": memory_text(
+            "apollo-storage", APOLLO_BODY + " Restores are tested monthly.", type="project", tags=["billing", "db"]
+        ),
     }

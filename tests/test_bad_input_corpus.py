@@ -4,6 +4,7 @@ a REAL daemon starts on it, keeps serving the good memory, and ``doctor`` names 
 Kinds that need a special file (symlinks, FIFO, socket, non-UTF-8 name, a folder too deep for
 PATH_MAX) are made for real on this file system.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,7 +70,7 @@ def _make_special(root: Path) -> dict[str, str]:
     (folder / "link-sources.md").symlink_to(root / "sources/ref.md")
     special = make_special_files(folder)
     (folder / "dangling.md").symlink_to(folder / "does-not-exist.md")
-    (folder / "folder.md").mkdir()              # a folder named like a file: walked into, never read as one
+    (folder / "folder.md").mkdir()  # a folder named like a file: walked into, never read as one
     (folder / "folder.md/inner.txt").write_text("not a memory")
     with open(os.fsencode(str(folder)) + b"/name-\xe9\xff.md", "wb") as handle:
         handle.write(memory_text("odd-name", "Name not UTF-8.").encode())

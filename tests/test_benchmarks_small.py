@@ -1,4 +1,5 @@
 """The benchmarks' small modes run end to end and write their JSON (speed targets are not asserted here)."""
+
 from __future__ import annotations
 
 import json
@@ -7,17 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import shared_data
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def run_bench(script: str, out: Path, *extra: str) -> dict:
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--small", "--json", str(out), *extra],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--small", "--json", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "|" in proc.stdout                      # a table was printed
+    assert "|" in proc.stdout  # a table was printed
     return json.loads(out.read_text())
 
 
@@ -32,7 +36,7 @@ def test_bench_engine_small(tmp_path):
         for key in ("bm25_r5", "bm25_r10", "composite_r5", "composite_r10", "budget_any_tier"):
             assert 0.0 <= unit[key] <= 100.0
         assert unit["composite_r10"] >= unit["composite_r5"]
-    for model in ("lexical", "wordllama"):                      # issue 13: both semantic models
+    for model in ("lexical", "wordllama"):  # issue 13: both semantic models
         for unit in data["locomo"]["models"][model]["units"].values():
             assert unit["composite_r50"] >= unit["composite_r25"] >= unit["composite_r10"]
             low, high = unit["composite_minus_bm25"]["r10"]["ci95"]

@@ -2,6 +2,7 @@
 transports, a full disk on a real tmpfs. Everything runs for real: daemon process, Unix socket,
 HTTP on 127.0.0.1 (REST and MCP streamable HTTP), watchdog; nothing is mocked.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ctxos.client import RpcCallError
 from daemon_helpers import daemon_factory, memory_text, start_daemon  # noqa: F401  (daemon_factory is a fixture)
 from web_helpers import http
@@ -35,14 +35,28 @@ def _writer_loop(daemon, round_no: int, acked: list[tuple[str, str, str]], stop:
             token = f"tok{round_no}x{n}"
             kind = n % 3
             if kind == 0:
-                client.call("save_memory", {"type": "project", "id": f"r{round_no}-n{n}", "l0": f"Note {token}",
-                                            "content": f"Created with {token}."})
+                client.call(
+                    "save_memory",
+                    {
+                        "type": "project",
+                        "id": f"r{round_no}-n{n}",
+                        "l0": f"Note {token}",
+                        "content": f"Created with {token}.",
+                    },
+                )
                 acked.append(("save", f"r{round_no}-n{n}", token))
             elif kind == 1:
                 current = client.call("get_memory", {"id": "shared"})
-                saved = client.call("save_memory", {"type": "project", "id": "shared", "l0": "Shared note",
-                                                    "content": f"Updated with {token}.",
-                                                    "expected_version": current["version"]})
+                saved = client.call(
+                    "save_memory",
+                    {
+                        "type": "project",
+                        "id": "shared",
+                        "l0": "Shared note",
+                        "content": f"Updated with {token}.",
+                        "expected_version": current["version"],
+                    },
+                )
                 acked.append(("update", "shared", f"{token}@{saved['version']}"))
             else:
                 logged = client.call("log_session", {"event": f"event {token}"})
@@ -62,7 +76,7 @@ def test_kill_9_during_mixed_writes_loses_no_acknowledged_write(make_workspace):
         thread = threading.Thread(target=_writer_loop, args=(daemon, round_no, acked, stop))
         thread.start()
         time.sleep(rng.uniform(0.15, 0.5))
-        daemon.kill()                                   # SIGKILL, mid-write
+        daemon.kill()  # SIGKILL, mid-write
         stop.set()
         thread.join(10)
         daemon.close_client()
@@ -96,6 +110,7 @@ def test_kill_9_during_mixed_writes_loses_no_acknowledged_write(make_workspace):
 
 # ---------------------------------------------------------------- 50 parallel writers
 
+
 def _rest(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
     """(status, JSON body) of one real REST request; an empty error body reads as {}."""
     result = http(method, base + path, body, timeout=30)
@@ -114,8 +129,16 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
         for _ in range(200):
             current = client.call("get_memory", {"id": "hot"})
             try:
-                saved = client.call("save_memory", {"type": "project", "id": "hot", "l0": "Hot", "content": f"sock-{n}",
-                                                    "expected_version": current["version"]})
+                saved = client.call(
+                    "save_memory",
+                    {
+                        "type": "project",
+                        "id": "hot",
+                        "l0": "Hot",
+                        "content": f"sock-{n}",
+                        "expected_version": current["version"],
+                    },
+                )
             except RpcCallError:
                 continue
             with lock:
@@ -126,8 +149,9 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
         for _ in range(200):
             status, current = _rest(base, "GET", "/api/memories/hot")
             assert status == 200, current
-            status, saved = _rest(base, "PUT", "/api/memories/hot", {"version": current["version"],
-                                                                      "content": f"rest-{n}", "l1": ""})
+            status, saved = _rest(
+                base, "PUT", "/api/memories/hot", {"version": current["version"], "content": f"rest-{n}", "l1": ""}
+            )
             if status == 409:
                 continue
             assert status == 200, saved
@@ -141,8 +165,10 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
         async def one(n: int, client) -> None:
             version = 1
             for _ in range(200):
-                result = await client.call_tool("save_memory", {"type": "project", "id": "hot", "l0": "Hot",
-                                                                "content": f"mcp-{n}", "expected_version": version})
+                result = await client.call_tool(
+                    "save_memory",
+                    {"type": "project", "id": "hot", "l0": "Hot", "content": f"mcp-{n}", "expected_version": version},
+                )
                 if not result.is_error:
                     with lock:
                         acked.append((f"mcp-{n}", result.structured_content["version"]))
@@ -151,8 +177,11 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
                 found = re.search(r"at version (\d+)", text)
                 version = int(found.group(1)) if found else version + 1
 
-        async with mcp_http_client(base + "/mcp") as c1, mcp_http_client(base + "/mcp") as c2, \
-                mcp_http_client(base + "/mcp") as c3:
+        async with (
+            mcp_http_client(base + "/mcp") as c1,
+            mcp_http_client(base + "/mcp") as c2,
+            mcp_http_client(base + "/mcp") as c3,
+        ):
             clients = [c1, c2, c3]
             await asyncio.gather(*(one(n, clients[n % 3]) for n in range(count)))
 
@@ -175,23 +204,26 @@ def test_fifty_parallel_writers_to_one_id_over_socket_rest_and_mcp_http(make_wor
 
 # ---------------------------------------------------------------- disk full
 
+
 def test_disk_full_on_a_small_tmpfs_is_refused_and_leaves_the_old_file(tmp_path):
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("needs root to mount a small tmpfs (mount -t tmpfs); not running as root here")
     mount_point = tmp_path / "small"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     daemon = None
     try:
         from ctxos.services.workspace import init_workspace
+
         root = mount_point / "ws"
         init_workspace(root, seed_examples=False)
         (root / "03-projects/full.md").write_text(memory_text("full", "Before the disk filled.", type="project"))
         runtime = Path(os.environ.get("CTXOS_RUNTIME_DIR") or tmp_path / "rt")
-        state = tmp_path / "state"          # the index lives off the small disk: only memory writes hit ENOSPC
+        state = tmp_path / "state"  # the index lives off the small disk: only memory writes hit ENOSPC
         daemon = start_daemon(root, runtime_dir=runtime, env={"CTXOS_STATE_DIR": str(state)})
         before = (root / "03-projects/full.md").read_bytes()
         filler = root / "filler.bin"
@@ -214,8 +246,9 @@ def test_disk_full_on_a_small_tmpfs_is_refused_and_leaves_the_old_file(tmp_path)
         assert not (root / "03-projects/new-one.md").exists()
         assert not [p for p in root.rglob("*.tmp")]
         filler.unlink()
-        saved = daemon.call("save_memory", type="project", id="full", l0="Full", content="After space was freed.",
-                            expected_version=1)
+        saved = daemon.call(
+            "save_memory", type="project", id="full", l0="Full", content="After space was freed.", expected_version=1
+        )
         assert saved["version"] == 2
     finally:
         if daemon is not None:

@@ -1,4 +1,5 @@
 """``ctxos simulate`` and ``ctxos reindex`` through the real command, in subprocesses."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
 
 from conftest import shared_data
 
@@ -26,13 +26,29 @@ def test_init_then_simulate_table_json_and_show(tmp_path):
     ws = tmp_path / "ws"
     run("init", str(ws))
     table = run("-w", str(ws), "simulate", "how do I write a good memory", "--budget", "800").stdout
-    for expected in ("intent:", "expanded:", "id", "tier", "tokens", "score", "sem", "bm25", "graph", "rec",
-                     "imp", "freq", "writing-good-memories", "memory-hygiene",
-                     "semantic: wordllama-l2-supercat-256", "from"):
+    for expected in (
+        "intent:",
+        "expanded:",
+        "id",
+        "tier",
+        "tokens",
+        "score",
+        "sem",
+        "bm25",
+        "graph",
+        "rec",
+        "imp",
+        "freq",
+        "writing-good-memories",
+        "memory-hygiene",
+        "semantic: wordllama-l2-supercat-256",
+        "from",
+    ):
         assert expected in table
-    assert "→" in table.splitlines()[1] or "given" in table.splitlines()[1]     # the intent's reason
-    data = json.loads(run("-w", str(ws), "simulate", "how do I write a good memory", "--budget", "800",
-                          "--json").stdout)
+    assert "→" in table.splitlines()[1] or "given" in table.splitlines()[1]  # the intent's reason
+    data = json.loads(
+        run("-w", str(ws), "simulate", "how do I write a good memory", "--budget", "800", "--json").stdout
+    )
     assert data["tokens_used"] <= 800 and data["budget_tokens"] == 800
     assert data["intent"] in ("default", "debug", "brainstorm", "recall")
     assert data["selected"] and all("shares" in s for s in data["selected"])
@@ -40,8 +56,9 @@ def test_init_then_simulate_table_json_and_show(tmp_path):
     assert all(s["sources"] for s in data["selected"] if s["reason"] != "catalog")
     assert {"bm25", "vector"} & {src for s in data["selected"] for src in s["sources"]}
     assert data["rendered"].startswith("## Rules")
-    shown = run("-w", str(ws), "simulate", "memory hygiene rules", "--budget", "500", "--show",
-                "--intent", "debug").stdout
+    shown = run(
+        "-w", str(ws), "simulate", "memory hygiene rules", "--budget", "500", "--show", "--intent", "debug"
+    ).stdout
     assert "intent:   debug" in shown and "## Rules" in shown and "### memory-hygiene" in shown
 
 
@@ -77,15 +94,25 @@ def test_obsidian_help_vault_every_file_indexed_or_explained(tmp_path):
 
     candidates = list(iter_memory_paths(vault))
     invalid_paths = {item["path"] for item in (doctor["invalid"] if isinstance(doctor, dict) else doctor)}
-    assert {f["path"] for f in reindex["invalid"]} == invalid_paths       # doctor lists every skipped file
+    assert {f["path"] for f in reindex["invalid"]} == invalid_paths  # doctor lists every skipped file
     assert reindex["indexed"] == reindex["index"]["documents"]
     assert reindex["indexed"] + len(reindex["invalid"]) == len(candidates)
-    result = json.loads(run("-w", str(vault), "simulate", "how do I embed an image in a note",
-                            "--budget", "1500", "--json", env_extra=env).stdout)
+    result = json.loads(
+        run(
+            "-w",
+            str(vault),
+            "simulate",
+            "how do I embed an image in a note",
+            "--budget",
+            "1500",
+            "--json",
+            env_extra=env,
+        ).stdout
+    )
     assert result["tokens_used"] <= 1500
     top = [s["id"] for s in result["selected"] if s["reason"] == "scored"][:3]
     assert any("mbed" in t or "ttach" in t or "mage" in t for t in top), top
-    assert not (vault / ".ctxos").exists()          # nothing written beside the files
+    assert not (vault / ".ctxos").exists()  # nothing written beside the files
 
 
 def test_cli_uses_the_running_daemon(make_workspace):
@@ -93,19 +120,30 @@ def test_cli_uses_the_running_daemon(make_workspace):
     import os
     import subprocess
     import sys
+
     from daemon_helpers import memory_text, running_daemon
 
     root = make_workspace({"04-skills/deploy.md": memory_text("deploy", "How we deploy the zebra service")})
     with running_daemon(root) as daemon:
         env = {**os.environ, "CTXOS_RUNTIME_DIR": str(daemon.runtime_dir)}
-        out = subprocess.run([sys.executable, "-m", "ctxos.client", "-w", str(root), "simulate", "zebra deploy"],
-                             capture_output=True, text=True, env=env, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "ctxos.client", "-w", str(root), "simulate", "zebra deploy"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert "deploy" in out.stdout and "in-process" not in out.stderr
         (root / "04-skills/new.md").write_text(memory_text("new", "fresh zebra"))
         daemon.wait_for(lambda: daemon.has_memory("new"))
-        listed = subprocess.run([sys.executable, "-m", "ctxos.client", "-w", str(root), "list", "--json"],
-                                capture_output=True, text=True, env=env, timeout=60)
+        listed = subprocess.run(
+            [sys.executable, "-m", "ctxos.client", "-w", str(root), "list", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert '"new"' in listed.stdout and "in-process" not in listed.stderr
 
 
@@ -117,9 +155,9 @@ def test_workspace_flag_works_after_the_subcommand_and_version_prints(tmp_path):
     before = json.loads(run("--workspace", str(ws), "list", "--json").stdout)
     assert after == before and {m["id"] for m in after} >= {"memory-hygiene"}
     other = tmp_path / "missing"
-    refused = run("-w", str(ws), "status", "-w", str(other), check=False)   # the later flag wins
+    refused = run("-w", str(ws), "status", "-w", str(other), check=False)  # the later flag wins
     assert refused.returncode == 2 and str(other) in refused.stderr
-    run("service", "install", "--print", "--workspace", str(ws))            # a nested command parses it too
+    run("service", "install", "--print", "--workspace", str(ws))  # a nested command parses it too
     bad = run("service", "install", "--print", "--no-such-flag", check=False)
     assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
     version = run("--version").stdout.strip()
@@ -129,6 +167,7 @@ def test_workspace_flag_works_after_the_subcommand_and_version_prints(tmp_path):
 def test_graph_text_accounts_for_every_community_and_dangling_link():
     """The counts on the first line match what is listed plus what is said to be hidden."""
     import re
+
     vault = shared_data("obsidian-help")
     out = run("-w", str(vault), "graph").stdout
     total = int(re.search(r"(\d+) communit(?:y|ies) \(modularity", out).group(1))

@@ -3,6 +3,7 @@
 Real engine, real Whoosh index, a real parser process, a real daemon process and
 the real ``ctxos`` command (issue 16).
 """
+
 from __future__ import annotations
 
 import io
@@ -13,18 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-
-from daemon_helpers import memory_text, start_daemon
-
 from ctxos.client.commands.daemon_cmds import format_status
 from ctxos.client.progress import ProgressDisplay
 from ctxos.services import engine as engine_module
 from ctxos.services.engine import Engine
+from daemon_helpers import memory_text, start_daemon
 
 
 def _files(n: int) -> dict[str, str]:
-    return {f"05-resources/note-{i:05d}.md": memory_text(f"note-{i:05d}", f"Note {i} about topic{i % 50} and w{i}.")
-            for i in range(n)}
+    return {
+        f"05-resources/note-{i:05d}.md": memory_text(f"note-{i:05d}", f"Note {i} about topic{i % 50} and w{i}.")
+        for i in range(n)
+    }
 
 
 def test_cold_build_answers_from_the_first_chunks_and_reports_progress(make_workspace, monkeypatch) -> None:
@@ -38,21 +39,22 @@ def test_cold_build_answers_from_the_first_chunks_and_reports_progress(make_work
         seen.append(progress)
         # Mid-build, from the callback: the memories of the chunks committed so far are searchable.
         if progress.partial and 40 <= progress.done < 300 and not answers:
-            answers.append((progress.done, len(engine.store),
-                            [s.id for s in engine.execute_context_query("w7", 8000).selected]))
+            answers.append(
+                (progress.done, len(engine.store), [s.id for s in engine.execute_context_query("w7", 8000).selected])
+            )
 
     engine.on_progress = on_progress
     summary = engine.load()
     try:
         assert summary.index_recovered == "index missing" and len(summary.updated) == 300
-        assert engine.progress is None                               # nothing running any more
+        assert engine.progress is None  # nothing running any more
         done, in_store, ids = answers[0]
-        assert in_store == done < 300                                # the store holds what is indexed
+        assert in_store == done < 300  # the store holds what is indexed
         assert "note-00007" in ids
         counts = [p.done for p in seen if p.phase == "indexing"]
         assert counts == sorted(counts) and counts[-1] == 300 and all(p.total == 300 for p in seen)
         assert [p for p in seen if p.phase == "indexing"][-1].line() == "indexing 300 of 300"
-        assert engine.index.info()["segments"] >= 3                   # one commit per chunk
+        assert engine.index.info()["segments"] >= 3  # one commit per chunk
         hits = {s.id for s in engine.execute_context_query("w299", 8000).selected}
         assert "note-00299" in hits
     finally:
@@ -75,8 +77,9 @@ def test_parsing_in_a_parser_process_gives_the_same_store(make_workspace) -> Non
     pooled.parse_map = pooled_map(pool)
     try:
         pooled.load()
-        assert {m.rel_path: m.checksum for m in pooled.list_memories()} == \
-               {m.rel_path: m.checksum for m in serial.list_memories()}
+        assert {m.rel_path: m.checksum for m in pooled.list_memories()} == {
+            m.rel_path: m.checksum for m in serial.list_memories()
+        }
         assert [f.rel_path for f in pooled.invalid_files()] == [f.rel_path for f in serial.invalid_files()]
         # the first path in sorted order keeps the id, as in a full scan
         assert {"05-resources/note-00003.md", "05-resources/broken.md"} <= {f.rel_path for f in pooled.invalid_files()}
@@ -95,13 +98,19 @@ def test_plain_progress_lines_when_not_a_terminal() -> None:
     display.update({"phase": "writing the index", "done": 1000, "total": 1000, "text": "writing the index"})
     lines = out.getvalue().splitlines()
     assert lines[0] == "ctxos: indexing 0 of 1,000" and lines[-1] == "ctxos: writing the index"
-    assert 10 <= len(lines) <= 13                       # about every 10 %, not one line per update
+    assert 10 <= len(lines) <= 13  # about every 10 %, not one line per update
     assert "\r" not in out.getvalue()
 
 
 def test_status_text_shows_indexing() -> None:
-    text = format_status({"state": "indexing", "pid": 1, "uptime_s": 3, "indexing": {
-        "text": "indexing 2,000 of 10,000", "job": "cold build", "elapsed_s": 4.2, "partial": True}})
+    text = format_status(
+        {
+            "state": "indexing",
+            "pid": 1,
+            "uptime_s": 3,
+            "indexing": {"text": "indexing 2,000 of 10,000", "job": "cold build", "elapsed_s": 4.2, "partial": True},
+        }
+    )
     assert "ctxos daemon: indexing" in text
     assert "indexing        indexing 2,000 of 10,000 (cold build, 4 s; queries are answered" in text
 
@@ -109,8 +118,12 @@ def test_status_text_shows_indexing() -> None:
 @pytest.mark.slow
 def test_reindex_prints_progress_lines_in_a_pipe(make_workspace) -> None:
     root = make_workspace(_files(300))
-    proc = subprocess.run([sys.executable, "-m", "ctxos.client", "--workspace", str(root), "reindex"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxos.client", "--workspace", str(root), "reindex"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^ctxos: reading files [\d,]+ of 300$", proc.stderr, re.M)
     assert re.search(r"^ctxos: indexing [\d,]+ of 300$", proc.stderr, re.M)
@@ -137,12 +150,13 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
         status, found, after = partial
         assert re.fullmatch(r"indexing [\d,]+ of 4,000", status["indexing"]["text"])
         assert status["indexing"]["partial"] is True and status["indexing"]["job"] == "cold build"
-        assert "note-00003" in {s["id"] for s in found["selected"]}   # the first chunk holds it
+        assert "note-00003" in {s["id"] for s in found["selected"]}  # the first chunk holds it
         daemon.wait_for(lambda: daemon.status()["state"] == "ready", 600, message="the build to finish")
         final = daemon.status()
         assert final["indexing"] is None and final["memories"] == 4000
-        assert "note-03999" in {s["id"] for s in daemon.call("get_context", query="w3999",
-                                                                budget_tokens=8000)["selected"]}
+        assert "note-03999" in {
+            s["id"] for s in daemon.call("get_context", query="w3999", budget_tokens=8000)["selected"]
+        }
     finally:
         daemon.stop()
 
@@ -153,4 +167,3 @@ def test_tray_tooltip_shows_indexing() -> None:
     state = TrayState(indexing="indexing 2,000 of 10,000", paused=True)
     assert state.title() == "AI Context OS: indexing 2,000 of 10,000 - watching paused"
     assert "health" in TrayState().title()
-

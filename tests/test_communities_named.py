@@ -3,6 +3,7 @@
 ``ctxos graph --json`` and ``ctxos simulate --json`` run as real subprocesses;
 the router topics and the layout are checked on the same engine in-process.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ def test_obsidian_vault_communities_are_named_by_their_distinctive_terms():
     vault = shared_data("obsidian-help")
     data = _json("-w", str(vault), "graph")
     communities = data["communities"]
-    assert sum(c["size"] for c in communities) == len(data["nodes"]) and len(communities) == \
-        data["community_stats"]["count"]
+    assert (
+        sum(c["size"] for c in communities) == len(data["nodes"])
+        and len(communities) == data["community_stats"]["count"]
+    )
     groups = [c for c in communities if c["size"] > 1]
     assert len(groups) >= 4
     names = [c["name"] for c in groups]
@@ -48,8 +51,11 @@ def test_obsidian_vault_communities_are_named_by_their_distinctive_terms():
     assert "publish" in terms_of[node_community["Publish limitations"]]
     # No term that is in nearly every community (the vault's own name) names one.
     assert not any("obsidian" in c["terms"] for c in groups)
-    assert all(n["community_name"] == next(c["name"] for c in communities if c["id"] == n["community"])
-               for n in data["nodes"] if n["community"] is not None)
+    assert all(
+        n["community_name"] == next(c["name"] for c in communities if c["id"] == n["community"])
+        for n in data["nodes"]
+        if n["community"] is not None
+    )
     assert all(n["title"] for n in data["nodes"])
     # Titles are what a person calls the note: the file name, not the first section heading ("Settings").
     cards = next(n for n in data["nodes"] if n["id"] == "Cards view")
@@ -58,7 +64,7 @@ def test_obsidian_vault_communities_are_named_by_their_distinctive_terms():
 
 def test_simulate_names_the_community_of_each_selected_memory():
     vault = shared_data("obsidian-help")
-    _json("-w", str(vault), "graph")            # computes and keeps the community map (a daemon does it at start)
+    _json("-w", str(vault), "graph")  # computes and keeps the community map (a daemon does it at start)
     result = _json("-w", str(vault), "simulate", "set up obsidian sync on a new device")
     selected = {s["id"]: s for s in result["selected"]}
     assert "Set up Obsidian Sync" in selected
@@ -67,6 +73,7 @@ def test_simulate_names_the_community_of_each_selected_memory():
 
 def test_router_topics_and_layout_keep_communities_apart():
     from ctxos.services.router import engine_source, workspace_claude_md
+
     engine = Engine(shared_data("obsidian-help"))
     engine.load()
     try:
@@ -80,7 +87,7 @@ def test_router_topics_and_layout_keep_communities_apart():
         graph = engine.graph()
         edges = [(a, b) for a, b, _ in graph.edges()]
         positions = community_layout(graph.nodes, edges, cmap.communities)
-        assert positions == community_layout(graph.nodes, edges, cmap.communities)       # deterministic
+        assert positions == community_layout(graph.nodes, edges, cmap.communities)  # deterministic
         assert set(positions) == set(graph.nodes)
         # Each community's members sit in their own disc: no member is closer to another
         # community's centre than to its own.
@@ -89,8 +96,11 @@ def test_router_topics_and_layout_keep_communities_apart():
             members = [positions[m] for m in cmap.members(number)]
             centre[number] = (sum(x for x, _ in members) / len(members), sum(y for _, y in members) / len(members))
         big = [n for n, size in enumerate(cmap.sizes) if size >= 5]
-        misplaced = [m for m, c in cmap.communities.items() if c in big and min(
-            big, key=lambda o: math.dist(positions[m], centre[o])) != c]
+        misplaced = [
+            m
+            for m, c in cmap.communities.items()
+            if c in big and min(big, key=lambda o: math.dist(positions[m], centre[o])) != c
+        ]
         assert not misplaced, misplaced
     finally:
         engine.close()
@@ -98,13 +108,23 @@ def test_router_topics_and_layout_keep_communities_apart():
 
 def test_c_tf_idf_prefers_tags_and_terms_unique_to_a_community():
     def memory(memory_id: str, title: str, tags: list[str]) -> Memory:
-        return Memory(id=memory_id, type="resource", rel_path=f"05-resources/{memory_id}.md", path=Path("/x"),
-                      l0=title, l1=f"# {title}\n", l2="", tags=tags)
+        return Memory(
+            id=memory_id,
+            type="resource",
+            rel_path=f"05-resources/{memory_id}.md",
+            path=Path("/x"),
+            l0=title,
+            l1=f"# {title}\n",
+            l2="",
+            tags=tags,
+        )
 
-    memories = [memory("a1", "Deploy the api", ["deploy", "kubernetes"]),
-                memory("a2", "Deploy rollback", ["deploy"]),
-                memory("b1", "Bread recipe", ["baking"]),
-                memory("b2", "Sourdough starter", ["baking", "bread"])]
+    memories = [
+        memory("a1", "Deploy the api", ["deploy", "kubernetes"]),
+        memory("a2", "Deploy rollback", ["deploy"]),
+        memory("b1", "Bread recipe", ["baking"]),
+        memory("b2", "Sourdough starter", ["baking", "bread"]),
+    ]
     named = name_communities(memories, {"a1": 0, "a2": 0, "b1": 1, "b2": 1}, {"a2": 0.9})
     assert [c["terms"][0] for c in named] == ["deploy", "baking"]
     assert named[0]["top_members"] == ["a2", "a1"] and named[1]["size"] == 2

@@ -7,6 +7,7 @@
 - a second workspace whose configured port is taken: ``start`` warns loudly,
   ``status`` shows it, and the first workspace's daemon is untouched.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
+from ctxos.services.config import load_config
 from daemon_helpers import daemon_factory, free_port, memory_text  # noqa: F401  (fixture)
 from web_helpers import http
-
-from ctxos.services.config import load_config
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +26,13 @@ SKILL = {"04-skills/deploy.md": memory_text("deploy", "Deploy with the blue pipe
 
 
 def _ctxos(root: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(Path(sys.executable).with_name("ctxos")), "--workspace", str(root), *args],
-                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("ctxos")), "--workspace", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
 def test_validation_errors_name_the_line(tmp_path: Path) -> None:
@@ -54,7 +58,7 @@ def test_a_typo_keeps_the_last_good_config_and_the_token(make_workspace, daemon_
     assert error.startswith("_config.yaml line 3: not valid YAML") and "keeping the last good" in error
     assert daemon.call("doctor")["config_error"] == error
     for path in ("/api/status", "/api/memories"):
-        assert http("GET", base + path).status == 401, path          # still closed
+        assert http("GET", base + path).status == 401, path  # still closed
     assert http("POST", base + "/mcp", raw=b"{}").status == 401
     assert http("GET", base + "/api/status", headers=bearer).status == 200
     assert "_config.yaml line 3" in _ctxos(root, "status").stdout
@@ -87,7 +91,7 @@ def test_second_workspace_on_a_busy_port_says_so(make_workspace, daemon_factory)
         assert started.returncode == 0, started.stderr
         assert "WARNING: this daemon serves NO HTTP" in started.stderr
         assert f"HTTP port 127.0.0.1:{port} is already in use" in started.stderr
-        assert "http," not in started.stdout                                # no address claimed
+        assert "http," not in started.stdout  # no address claimed
         status = _ctxos(second, "status", "--json")
         assert '"http": null' in status.stdout and "already in use" in status.stdout
         # connect never writes the port the other workspace's daemon answers on
@@ -96,7 +100,7 @@ def test_second_workspace_on_a_busy_port_says_so(make_workspace, daemon_factory)
         assert refused.returncode != 0 and "serves no HTTP" in refused.stderr and not target.exists()
     finally:
         _ctxos(second, "stop")
-    assert first.status()["http"] == f"http://127.0.0.1:{port}"             # the first one is untouched
+    assert first.status()["http"] == f"http://127.0.0.1:{port}"  # the first one is untouched
     # The first daemon runs on a port given with --http-port (its config says 3847): connect asks it.
     printed = _ctxos(first.root, "connect", "cursor", "--transport", "http", "--print")
     assert f"http://127.0.0.1:{port}/mcp" in printed.stdout and "address from the running daemon" in printed.stdout

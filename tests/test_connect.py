@@ -4,6 +4,7 @@ The samples under ``tests/fixtures/connect/`` follow each tool's documented
 format and hold other servers and settings, which must survive byte-for-byte
 in meaning (parsed equality), with a backup of the original beside them.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from ctxos.client.connect import (
     ConnectError,
     config_path,
@@ -25,7 +25,6 @@ from ctxos.client.connect import (
     plan_connect,
     write_plan,
 )
-
 from daemon_helpers import daemon_factory  # noqa: F401,E402  (fixture)
 from web_helpers import http  # noqa: E402
 
@@ -50,28 +49,66 @@ def _backups(path: Path) -> list[Path]:
 
 CASES = [
     # tool, transport, scope, fixture, container, expected entry (WS / CMD substituted)
-    ("claude-desktop", "stdio", "user", "claude_desktop_config.json", "mcpServers",
-     {"command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("claude-code", "stdio", "user", "claude.json", "mcpServers",
-     {"command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("claude-code", "http", "project", "project_mcp.json", "mcpServers",
-     {"type": "http", "url": "http://127.0.0.1:3999/mcp"}),
-    ("cursor", "stdio", "user", "cursor_mcp.json", "mcpServers",
-     {"command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("cursor", "http", "project", "cursor_mcp.json", "mcpServers",
-     {"url": "http://127.0.0.1:3999/mcp"}),
-    ("windsurf", "stdio", "user", "windsurf_mcp_config.json", "mcpServers",
-     {"command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("windsurf", "http", "user", "windsurf_mcp_config.json", "mcpServers",
-     {"serverUrl": "http://127.0.0.1:3999/mcp"}),
-    ("vscode", "stdio", "project", "vscode_mcp.json", "servers",
-     {"type": "stdio", "command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("vscode", "http", "user", "vscode_mcp.json", "servers",
-     {"type": "http", "url": "http://127.0.0.1:3999/mcp"}),
-    ("codex", "stdio", "user", "codex_config.toml", "mcp_servers",
-     {"command": "CMD", "args": ["--workspace", "WS", "mcp"]}),
-    ("codex", "http", "user", "codex_config.toml", "mcp_servers",
-     {"url": "http://127.0.0.1:3999/mcp"}),
+    (
+        "claude-desktop",
+        "stdio",
+        "user",
+        "claude_desktop_config.json",
+        "mcpServers",
+        {"command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    (
+        "claude-code",
+        "stdio",
+        "user",
+        "claude.json",
+        "mcpServers",
+        {"command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    (
+        "claude-code",
+        "http",
+        "project",
+        "project_mcp.json",
+        "mcpServers",
+        {"type": "http", "url": "http://127.0.0.1:3999/mcp"},
+    ),
+    (
+        "cursor",
+        "stdio",
+        "user",
+        "cursor_mcp.json",
+        "mcpServers",
+        {"command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    ("cursor", "http", "project", "cursor_mcp.json", "mcpServers", {"url": "http://127.0.0.1:3999/mcp"}),
+    (
+        "windsurf",
+        "stdio",
+        "user",
+        "windsurf_mcp_config.json",
+        "mcpServers",
+        {"command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    ("windsurf", "http", "user", "windsurf_mcp_config.json", "mcpServers", {"serverUrl": "http://127.0.0.1:3999/mcp"}),
+    (
+        "vscode",
+        "stdio",
+        "project",
+        "vscode_mcp.json",
+        "servers",
+        {"type": "stdio", "command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    ("vscode", "http", "user", "vscode_mcp.json", "servers", {"type": "http", "url": "http://127.0.0.1:3999/mcp"}),
+    (
+        "codex",
+        "stdio",
+        "user",
+        "codex_config.toml",
+        "mcp_servers",
+        {"command": "CMD", "args": ["--workspace", "WS", "mcp"]},
+    ),
+    ("codex", "http", "user", "codex_config.toml", "mcp_servers", {"url": "http://127.0.0.1:3999/mcp"}),
 ]
 
 
@@ -83,8 +120,9 @@ def _subst(value, ws: str, cmd: str):
     return {"WS": ws, "CMD": cmd}.get(value, value)
 
 
-@pytest.mark.parametrize("tool,transport,scope,fixture,container,expected", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(
+    "tool,transport,scope,fixture,container,expected", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES]
+)
 def test_merge_into_real_sample_keeps_everything_else(tmp_path, tool, transport, scope, fixture, container, expected):
     home, project, ws = tmp_path / "home", tmp_path / "project", tmp_path / "ws"
     ws.mkdir()
@@ -93,8 +131,17 @@ def test_merge_into_real_sample_keeps_everything_else(tmp_path, tool, transport,
     original_bytes = target.read_bytes()
     original = _load(target)
 
-    plan = plan_connect(tool, transport=transport, scope=scope, workspace=ws, http_port=3999,
-                        home=home, project=project, platform="linux", env={})
+    plan = plan_connect(
+        tool,
+        transport=transport,
+        scope=scope,
+        workspace=ws,
+        http_port=3999,
+        home=home,
+        project=project,
+        platform="linux",
+        env={},
+    )
     assert plan.path == target
     result = write_plan(plan)
     assert result.changed and not result.created
@@ -157,13 +204,24 @@ def test_token_goes_into_headers_or_env_var(tmp_path):
     assert codex.entry == {"url": "http://127.0.0.1:3847/mcp", "bearer_token_env_var": "CTXOS_HTTP_TOKEN"}
     assert "s3cret" not in codex.snippet
     # project-scope files are often committed: the tool's environment reference, never the token
-    for tool, reference in (("claude-code", "${CTXOS_HTTP_TOKEN}"), ("cursor", "${env:CTXOS_HTTP_TOKEN}"),
-                            ("vscode", "${env:CTXOS_HTTP_TOKEN}")):
-        plan = plan_connect(tool, transport="http", scope="project", workspace=tmp_path, token="s3cret",
-                            project=tmp_path / tool, token_hint="/state/ctxos/http-token")
+    for tool, reference in (
+        ("claude-code", "${CTXOS_HTTP_TOKEN}"),
+        ("cursor", "${env:CTXOS_HTTP_TOKEN}"),
+        ("vscode", "${env:CTXOS_HTTP_TOKEN}"),
+    ):
+        plan = plan_connect(
+            tool,
+            transport="http",
+            scope="project",
+            workspace=tmp_path,
+            token="s3cret",
+            project=tmp_path / tool,
+            token_hint="/state/ctxos/http-token",
+        )
         assert plan.entry["headers"] == {"Authorization": f"Bearer {reference}"} and not plan.secret
-        assert "s3cret" not in plan.snippet and 'export CTXOS_HTTP_TOKEN="$(cat /state/ctxos/http-token)"' \
-            in " ".join(plan.notes)
+        assert "s3cret" not in plan.snippet and 'export CTXOS_HTTP_TOKEN="$(cat /state/ctxos/http-token)"' in " ".join(
+            plan.notes
+        )
 
 
 def test_toml_replaces_our_tables_and_keeps_comments(tmp_path):
@@ -171,7 +229,7 @@ def test_toml_replaces_our_tables_and_keeps_comments(tmp_path):
     entry = {"command": "/new/ctxos", "args": ["mcp"]}
     merged = merge_toml(text, "mcp_servers", "ctxos", entry, path=tmp_path / "c.toml")
     data = tomllib.loads(merged)
-    assert data["mcp_servers"]["ctxos"] == entry          # old env subtable gone with it
+    assert data["mcp_servers"]["ctxos"] == entry  # old env subtable gone with it
     assert data["mcp_servers"]["linear"] == {"url": "https://mcp.linear.app/mcp"}
     assert "# Remote tracker: keep this comment with its table" in merged
     assert "/old/path/ctxos" not in merged
@@ -213,12 +271,12 @@ def test_cli_print_and_write(tmp_path):
     shown = _run_cli("--workspace", str(ws), "connect", "claude-desktop", home=home)
     assert shown.returncode == 0, shown.stderr
     assert str(target) in shown.stdout and '"mcpServers"' in shown.stdout
-    assert target.read_bytes() == before                       # --print writes nothing
+    assert target.read_bytes() == before  # --print writes nothing
 
     written = _run_cli("--workspace", str(ws), "connect", "claude-desktop", "--write", home=home)
     assert written.returncode == 0, written.stderr
     entry = json.loads(target.read_text())["mcpServers"]["ctxos"]
-    assert entry["command"] == os.path.abspath(CTXOS)          # the real ctxos that ran
+    assert entry["command"] == os.path.abspath(CTXOS)  # the real ctxos that ran
     assert entry["args"] == ["--workspace", str(ws.resolve()), "mcp"]
     assert len(_backups(target)) == 1
 
@@ -252,7 +310,7 @@ def _client_settings(entry: dict, env: dict[str, str]) -> tuple[str, dict[str, s
     """The URL and headers a tool sends, read from the entry it was given (as that tool reads it)."""
     url = entry.get("url") or entry.get("serverUrl")
     headers = {key: _expand(value, env) for key, value in (entry.get("headers") or {}).items()}
-    if "bearer_token_env_var" in entry:                        # Codex
+    if "bearer_token_env_var" in entry:  # Codex
         headers["Authorization"] = f"Bearer {env[entry['bearer_token_env_var']]}"
     return url, headers
 
@@ -272,18 +330,30 @@ async def test_each_http_target_works_against_a_live_daemon(make_workspace, daem
     home = tmp_path / "home"
     for tool, scope, name, container in LIVE_TARGETS:
         target = tmp_path / "configs" / f"{tool}-{scope}" / name
-        written = _run_cli("--workspace", str(root), "connect", tool, "--transport", "http", "--scope", scope,
-                           "--write", "--config", str(target), home=home)
+        written = _run_cli(
+            "--workspace",
+            str(root),
+            "connect",
+            tool,
+            "--transport",
+            "http",
+            "--scope",
+            scope,
+            "--write",
+            "--config",
+            str(target),
+            home=home,
+        )
         assert written.returncode == 0, (tool, scope, written.stderr)
         entry = _load(target)[container]["ctxos"]
         url, headers = _client_settings(entry, env)
         assert url == daemon.http_url + "/mcp", (tool, entry)
         mode = stat.S_IMODE(target.stat().st_mode)
-        if scope == "user" and tool != "codex":                # the token itself: owner-only
+        if scope == "user" and tool != "codex":  # the token itself: owner-only
             assert headers == {"Authorization": f"Bearer {token}"} and mode == 0o600, (tool, mode)
-        else:                                                  # committed or shared files: no token
+        else:  # committed or shared files: no token
             assert token not in target.read_text() and "CTXOS_HTTP_TOKEN" in target.read_text()
-            assert "CTXOS_HTTP_TOKEN" in written.stdout        # the note says what to export
+            assert "CTXOS_HTTP_TOKEN" in written.stdout  # the note says what to export
         async with mcp_http_client(url, headers=headers) as client:
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS, tool
             result = await client.call_tool("get_context", {"query": "anything", "budget_tokens": 100})

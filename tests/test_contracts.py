@@ -8,14 +8,15 @@ client session) where an MCP tool takes it; every transport must refuse it
 with exactly the message ``schemas.validate`` gives. The CLI's budget message
 is checked too. No mocks.
 """
+
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
-
 from ctxos.client import RpcCallError
 from ctxos.client.cli import main as ctxos_main
 from ctxos.daemon.rpc import INVALID_PARAMS
@@ -33,95 +34,258 @@ LONG = "x" * (schemas.MAX_QUERY_CHARS + 1)
 # (case id, RPC method, params, exact message or None (= whatever the contract says), REST, MCP tool)
 # REST: ("POST", path) sends params as the JSON body; ("GET", path) sends them as the query string.
 CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, str | None]] = [
-    ("budget-negative", "get_context", {"query": "bread", "budget_tokens": -5},
-     "budget_tokens: must be between 1 and 200000 (got -5)", None, "get_context"),
-    ("budget-huge", "get_context", {"query": "bread", "budget_tokens": 10_000_000},
-     "budget_tokens: must be between 1 and 200000 (got 10000000)", None, "get_context"),
-    ("budget-zero", "simulate", {"query": "bread", "budget_tokens": 0},
-     "budget_tokens: must be between 1 and 200000 (got 0)", ("POST", "/api/simulate"), None),
-    ("budget-word", "simulate", {"query": "bread", "budget_tokens": "many"},
-     'budget_tokens: must be a whole number (got "many")', ("POST", "/api/simulate"), "get_context"),
-    ("budget-bool", "simulate", {"query": "bread", "budget_tokens": True},
-     "budget_tokens: must be a whole number (got true)", ("POST", "/api/simulate"), "get_context"),
-    ("query-blank", "simulate", {"query": "   "}, "query: must not be empty", ("POST", "/api/simulate"),
-     "get_context"),
+    (
+        "budget-negative",
+        "get_context",
+        {"query": "bread", "budget_tokens": -5},
+        "budget_tokens: must be between 1 and 200000 (got -5)",
+        None,
+        "get_context",
+    ),
+    (
+        "budget-huge",
+        "get_context",
+        {"query": "bread", "budget_tokens": 10_000_000},
+        "budget_tokens: must be between 1 and 200000 (got 10000000)",
+        None,
+        "get_context",
+    ),
+    (
+        "budget-zero",
+        "simulate",
+        {"query": "bread", "budget_tokens": 0},
+        "budget_tokens: must be between 1 and 200000 (got 0)",
+        ("POST", "/api/simulate"),
+        None,
+    ),
+    (
+        "budget-word",
+        "simulate",
+        {"query": "bread", "budget_tokens": "many"},
+        'budget_tokens: must be a whole number (got "many")',
+        ("POST", "/api/simulate"),
+        "get_context",
+    ),
+    (
+        "budget-bool",
+        "simulate",
+        {"query": "bread", "budget_tokens": True},
+        "budget_tokens: must be a whole number (got true)",
+        ("POST", "/api/simulate"),
+        "get_context",
+    ),
+    ("query-blank", "simulate", {"query": "   "}, "query: must not be empty", ("POST", "/api/simulate"), "get_context"),
     ("query-empty", "get_context", {"query": ""}, "query: must not be empty", None, "get_context"),
     ("query-missing", "simulate", {}, "query: is required", ("POST", "/api/simulate"), "get_context"),
-    ("query-number", "simulate", {"query": 5}, "query: must be a string (got 5)", ("POST", "/api/simulate"),
-     "get_context"),
-    ("query-long", "get_context", {"query": LONG}, "query: must be at most 10000 characters (got 10001)",
-     ("POST", "/api/simulate"), "get_context"),
-    ("query-unknown", "simulate", {"query": "bread", "colour": "red"}, "colour: unknown parameter",
-     ("POST", "/api/simulate"), "get_context"),
+    (
+        "query-number",
+        "simulate",
+        {"query": 5},
+        "query: must be a string (got 5)",
+        ("POST", "/api/simulate"),
+        "get_context",
+    ),
+    (
+        "query-long",
+        "get_context",
+        {"query": LONG},
+        "query: must be at most 10000 characters (got 10001)",
+        ("POST", "/api/simulate"),
+        "get_context",
+    ),
+    (
+        "query-unknown",
+        "simulate",
+        {"query": "bread", "colour": "red"},
+        "colour: unknown parameter",
+        ("POST", "/api/simulate"),
+        "get_context",
+    ),
     ("memory-tier", "get_memory", {"id": "sourdough", "tier": "L9"}, None, None, None),
     ("memory-id-empty", "get_memory", {"id": ""}, "id: must not be empty", None, None),
     ("memory-unknown", "get_memory", {"id": "sourdough", "text": True}, "text: unknown parameter", None, None),
     ("list-type", "list", {"type": "poem"}, None, ("GET", "/api/memories"), None),
     ("list-limit", "list", {"limit": -1}, "limit: must be at least 0 (got -1)", None, None),
     ("list-offset-word", "list", {"offset": "2"}, 'offset: must be a whole number (got "2")', None, None),
-    ("save-importance", "save_memory", {"type": "decision", "content": "c", "l0": "x", "importance": 2},
-     "importance: must be between 0.0 and 1.0 (got 2)", ("POST", "/api/memories"), "save_memory"),
-    ("save-type", "save_memory", {"type": "poem", "content": "c", "l0": "x"}, None, ("POST", "/api/memories"),
-     "save_memory"),
-    ("save-tags", "save_memory", {"type": "decision", "content": "c", "l0": "x", "tags": ["ok", 1]},
-     "tags.1: must be a string (got 1)", ("POST", "/api/memories"), "save_memory"),
-    ("save-l0-blank", "save_memory", {"type": "decision", "content": "c", "l0": " "}, "l0: must not be empty",
-     ("POST", "/api/memories"), "save_memory"),
-    ("save-content-missing", "save_memory", {"type": "decision", "l0": "x"}, "content: is required",
-     ("POST", "/api/memories"), "save_memory"),
-    ("save-version-zero", "save_memory", {"type": "decision", "content": "c", "l0": "x", "expected_version": 0},
-     "expected_version: must be at least 1 (got 0)", None, "save_memory"),
-    ("save-unknown", "save_memory", {"type": "decision", "content": "c", "l0": "x", "colour": "red"},
-     "colour: unknown parameter", ("POST", "/api/memories"), "save_memory"),
+    (
+        "save-importance",
+        "save_memory",
+        {"type": "decision", "content": "c", "l0": "x", "importance": 2},
+        "importance: must be between 0.0 and 1.0 (got 2)",
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
+    (
+        "save-type",
+        "save_memory",
+        {"type": "poem", "content": "c", "l0": "x"},
+        None,
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
+    (
+        "save-tags",
+        "save_memory",
+        {"type": "decision", "content": "c", "l0": "x", "tags": ["ok", 1]},
+        "tags.1: must be a string (got 1)",
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
+    (
+        "save-l0-blank",
+        "save_memory",
+        {"type": "decision", "content": "c", "l0": " "},
+        "l0: must not be empty",
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
+    (
+        "save-content-missing",
+        "save_memory",
+        {"type": "decision", "l0": "x"},
+        "content: is required",
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
+    (
+        "save-version-zero",
+        "save_memory",
+        {"type": "decision", "content": "c", "l0": "x", "expected_version": 0},
+        "expected_version: must be at least 1 (got 0)",
+        None,
+        "save_memory",
+    ),
+    (
+        "save-unknown",
+        "save_memory",
+        {"type": "decision", "content": "c", "l0": "x", "colour": "red"},
+        "colour: unknown parameter",
+        ("POST", "/api/memories"),
+        "save_memory",
+    ),
     ("log-event-empty", "log_session", {"event": ""}, "event: must not be empty", None, "log_session"),
-    ("log-details-number", "log_session", {"event": "e", "details": 5}, "details: must be a string (got 5)", None,
-     "log_session"),
+    (
+        "log-details-number",
+        "log_session",
+        {"event": "e", "details": 5},
+        "details: must be a string (got 5)",
+        None,
+        "log_session",
+    ),
     ("skill-empty", "get_skill", {"name": ""}, "name: must not be empty", None, "get_skill"),
     ("skill-unknown", "get_skill", {"name": "x", "fuzzy": True}, "fuzzy: unknown parameter", None, "get_skill"),
     ("archive-id-number", "archive", {"id": 5}, "id: must be a string (got 5)", None, None),
     ("unarchive-missing", "unarchive", {}, "id: is required", None, None),
-    ("importance-range", "set_importance", {"id": "sourdough", "value": 2},
-     "value: must be between 0.0 and 1.0 (got 2)", None, None),
-    ("importance-word", "set_importance", {"id": "sourdough", "value": "high"},
-     'value: must be a number (got "high")', None, None),
+    (
+        "importance-range",
+        "set_importance",
+        {"id": "sourdough", "value": 2},
+        "value: must be between 0.0 and 1.0 (got 2)",
+        None,
+        None,
+    ),
+    (
+        "importance-word",
+        "set_importance",
+        {"id": "sourdough", "value": "high"},
+        'value: must be a number (got "high")',
+        None,
+        None,
+    ),
     ("history-blank", "history", {"id": "  "}, "id: must not be empty", None, None),
-    ("history-version-zero", "history_version", {"id": "sourdough", "n": 0}, "n: must be at least 1 (got 0)",
-     None, None),
-    ("revert-to-word", "revert", {"id": "sourdough", "to": "first"}, 'to: must be a whole number (got "first")',
-     None, None),
+    (
+        "history-version-zero",
+        "history_version",
+        {"id": "sourdough", "n": 0},
+        "n: must be at least 1 (got 0)",
+        None,
+        None,
+    ),
+    (
+        "revert-to-word",
+        "revert",
+        {"id": "sourdough", "to": "first"},
+        'to: must be a whole number (got "first")',
+        None,
+        None,
+    ),
     ("review-limit", "review", {"limit": 0}, "limit: must be between 1 and 500 (got 0)", None, "review_memories"),
-    ("review-topic-long", "review", {"topic": "t" * (schemas.MAX_TOPIC_CHARS + 1)},
-     "topic: must be at most 2000 characters (got 2001)", None, "review_memories"),
-    ("flag-kind", "flag", {"id": "sourdough", "reason": "old", "kind": "boring"},
-     "kind: must be one of: stale, wrong, duplicate, conflict (got \"boring\")", None, "flag_memory"),
-    ("flag-reason-empty", "flag", {"id": "sourdough", "reason": ""}, "reason: must not be empty", None,
-     "flag_memory"),
-    ("merge-one-id", "propose_merge", {"ids": ["sourdough"], "merged_text": "m", "l0": "x"},
-     "ids: must have at least 2 items (got 1)", None, "propose_merge"),
+    (
+        "review-topic-long",
+        "review",
+        {"topic": "t" * (schemas.MAX_TOPIC_CHARS + 1)},
+        "topic: must be at most 2000 characters (got 2001)",
+        None,
+        "review_memories",
+    ),
+    (
+        "flag-kind",
+        "flag",
+        {"id": "sourdough", "reason": "old", "kind": "boring"},
+        "kind: must be one of: stale, wrong, duplicate, conflict (got \"boring\")",
+        None,
+        "flag_memory",
+    ),
+    ("flag-reason-empty", "flag", {"id": "sourdough", "reason": ""}, "reason: must not be empty", None, "flag_memory"),
+    (
+        "merge-one-id",
+        "propose_merge",
+        {"ids": ["sourdough"], "merged_text": "m", "l0": "x"},
+        "ids: must have at least 2 items (got 1)",
+        None,
+        "propose_merge",
+    ),
     ("status-unknown", "status", {"verbose": True}, "verbose: unknown parameter", None, None),
     ("reindex-full-word", "reindex", {"full": "yes"}, 'full: must be true or false (got "yes")', None, None),
     ("dismiss-empty", "dismiss", {"fingerprint": ""}, "fingerprint: must not be empty", None, None),
     ("graph-layout-number", "graph", {"layout": 1}, "layout: must be true or false (got 1)", None, None),
     ("proposal-missing", "accept_proposal", {}, "id: is required", None, None),
-    ("reject-reason-number", "reject_proposal", {"id": "p1", "reason": 5}, "reason: must be a string (got 5)",
-     None, None),
+    (
+        "reject-reason-number",
+        "reject_proposal",
+        {"id": "p1", "reason": 5},
+        "reason: must be a string (got 5)",
+        None,
+        None,
+    ),
     ("promote-type", "promote", {"path": "note.md", "type": "poem"}, None, None, None),
     ("import-path-empty", "import", {"path": ""}, "path: must not be empty", None, None),
-    ("merge-ids-string", "propose_merge", {"ids": "sourdough", "merged_text": "m", "l0": "x"},
-     'ids: must be a list (got "sourdough")', None, "propose_merge"),
+    (
+        "merge-ids-string",
+        "propose_merge",
+        {"ids": "sourdough", "merged_text": "m", "l0": "x"},
+        'ids: must be a list (got "sourdough")',
+        None,
+        "propose_merge",
+    ),
 ]
 IDS = [case[0] for case in CASES]
-SCHEMAS = {"get_context": schemas.ContextRequest, "simulate": schemas.ContextRequest,
-           "get_memory": schemas.GetMemoryRequest, "list": schemas.ListRequest,
-           "save_memory": schemas.SaveMemoryRequest, "log_session": schemas.LogSessionRequest,
-           "get_skill": schemas.GetSkillRequest, "archive": schemas.MemoryRefRequest,
-           "unarchive": schemas.MemoryRefRequest, "set_importance": schemas.SetImportanceRequest,
-           "history": schemas.MemoryRefRequest, "history_version": schemas.HistoryVersionRequest,
-           "revert": schemas.RevertRequest, "review": schemas.ReviewRequest, "flag": schemas.FlagRequest,
-           "propose_merge": schemas.ProposeMergeRequest, "status": schemas.NoParams,
-           "reindex": schemas.ReindexRequest, "dismiss": schemas.DismissRequest, "graph": schemas.GraphRequest,
-           "accept_proposal": schemas.ProposalIdRequest, "reject_proposal": schemas.RejectProposalRequest,
-           "promote": schemas.PromoteRequest, "import": schemas.ImportRequest}
+SCHEMAS = {
+    "get_context": schemas.ContextRequest,
+    "simulate": schemas.ContextRequest,
+    "get_memory": schemas.GetMemoryRequest,
+    "list": schemas.ListRequest,
+    "save_memory": schemas.SaveMemoryRequest,
+    "log_session": schemas.LogSessionRequest,
+    "get_skill": schemas.GetSkillRequest,
+    "archive": schemas.MemoryRefRequest,
+    "unarchive": schemas.MemoryRefRequest,
+    "set_importance": schemas.SetImportanceRequest,
+    "history": schemas.MemoryRefRequest,
+    "history_version": schemas.HistoryVersionRequest,
+    "revert": schemas.RevertRequest,
+    "review": schemas.ReviewRequest,
+    "flag": schemas.FlagRequest,
+    "propose_merge": schemas.ProposeMergeRequest,
+    "status": schemas.NoParams,
+    "reindex": schemas.ReindexRequest,
+    "dismiss": schemas.DismissRequest,
+    "graph": schemas.GraphRequest,
+    "accept_proposal": schemas.ProposalIdRequest,
+    "reject_proposal": schemas.RejectProposalRequest,
+    "promote": schemas.PromoteRequest,
+    "import": schemas.ImportRequest,
+}
 
 
 def contract_message(method: str, params: dict[str, Any]) -> str:
@@ -139,6 +303,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 @pytest.fixture(scope="module")
 def mcp_messages(daemon: DaemonProcess) -> dict[str, str]:
     """Every MCP case through one real client session: case id -> the tool error's text."""
+
     async def run() -> dict[str, str]:
         out: dict[str, str] = {}
         async with mcp_http_client(daemon.http_url + "/mcp") as client:
@@ -149,16 +314,18 @@ def mcp_messages(daemon: DaemonProcess) -> dict[str, str]:
                 assert result.is_error, (case_id, result.structured_content)
                 out[case_id] = result.content[0].text
         return out
+
     return anyio.run(run)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_each_transport_refuses_with_the_contract_message(case, daemon: DaemonProcess,
-                                                           mcp_messages: dict[str, str]) -> None:
+def test_each_transport_refuses_with_the_contract_message(
+    case, daemon: DaemonProcess, mcp_messages: dict[str, str]
+) -> None:
     case_id, method, params, message, rest, tool = case
     expected = contract_message(method, params)
     if message is not None:
-        assert expected == message           # the words people read are pinned, not just consistent
+        assert expected == message  # the words people read are pinned, not just consistent
     memories_before = daemon.memory_ids()
 
     with pytest.raises(RpcCallError) as socket_refusal:
@@ -177,7 +344,7 @@ def test_each_transport_refuses_with_the_contract_message(case, daemon: DaemonPr
 
     if tool is not None:
         assert mcp_messages[case_id] == MCP_PREFIX.format(tool) + expected
-    assert daemon.memory_ids() == memories_before     # a refused call changes nothing
+    assert daemon.memory_ids() == memories_before  # a refused call changes nothing
 
 
 def test_null_means_absent(daemon: DaemonProcess) -> None:
@@ -204,6 +371,7 @@ def test_mcp_tool_schemas_are_the_contracts(daemon: DaemonProcess) -> None:
     async def run() -> dict[str, Any]:
         async with mcp_http_client(daemon.http_url + "/mcp") as client:
             return {t.name: t.input_schema for t in (await client.list_tools()).tools}
+
     published = anyio.run(run)
     for tool, request in TOOL_CONTRACTS.items():
         assert published[tool] == schemas.input_schema(request), tool
@@ -227,14 +395,18 @@ def test_good_calls_still_work_everywhere(daemon: DaemonProcess) -> None:
     async def run() -> Any:
         async with mcp_http_client(daemon.http_url + "/mcp") as client:
             return await client.call_tool("get_context", params)
+
     result = anyio.run(run)
     assert not result.is_error and result.structured_content["budget_tokens"] == 800
 
 
 @pytest.mark.parametrize("budget,got", [("-5", "-5"), ("10000000", "10000000")])
-def test_cli_prints_the_same_budget_message(budget: str, got: str, daemon: DaemonProcess,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_the_same_budget_message(
+    budget: str, got: str, daemon: DaemonProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = ctxos_main(["--workspace", str(daemon.root), "simulate", "bread", "--budget", budget])
     assert code == 2
-    assert capsys.readouterr().err.strip() == \
-        f"ctxos: error: budget_tokens: must be between 1 and {schemas.MAX_BUDGET_TOKENS} (got {got})"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"ctxos: error: budget_tokens: must be between 1 and {schemas.MAX_BUDGET_TOKENS} (got {got})"
+    )

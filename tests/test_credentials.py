@@ -3,6 +3,7 @@
 Real files in a temporary ``XDG_STATE_HOME``; the last test starts a real
 daemon whose token file cannot be trusted and checks HTTP stays off (fail closed).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -11,7 +12,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from ctxos.services import credentials
 from ctxos.services.config import Config, default_config
 from ctxos.services.credentials import (
@@ -35,7 +35,7 @@ def test_created_owner_only_and_stable(tmp_path: Path) -> None:
     token = load_or_create_token(path)
     assert len(token) >= 40 and load_or_create_token(path) == token == read_token(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert [p.name for p in path.parent.iterdir()] == ["http-token"]          # no temp file left
+    assert [p.name for p in path.parent.iterdir()] == ["http-token"]  # no temp file left
 
 
 def test_loose_modes_are_tightened_and_bad_files_refused(tmp_path: Path) -> None:
@@ -51,10 +51,10 @@ def test_loose_modes_are_tightened_and_bad_files_refused(tmp_path: Path) -> None
     path.unlink()
     path.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(CredentialError, match="cannot read"):
-        read_token(path)                                    # a symlink is never followed
+        read_token(path)  # a symlink is never followed
 
 
-def _create(path: str, queue: "multiprocessing.Queue[str]") -> None:
+def _create(path: str, queue: multiprocessing.Queue[str]) -> None:
     queue.put(load_or_create_token(Path(path)))
 
 
@@ -73,7 +73,7 @@ def test_concurrent_first_starts_agree_on_one_token(tmp_path: Path) -> None:
 def test_resolve_explicit_opt_out_and_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(credentials, "token_path", lambda env=None: tmp_path / "ctxos" / "http-token")
     data = default_config()
-    assert resolve_http_auth(Config(data), create=False).token is None          # nothing made
+    assert resolve_http_auth(Config(data), create=False).token is None  # nothing made
     stored = resolve_http_auth(Config(data))
     assert stored.mode == "token" and stored.path == tmp_path / "ctxos" / "http-token" and stored.token
     data["daemon"]["http_token"] = "  explicit  "
@@ -90,7 +90,7 @@ def test_an_untrusted_token_file_keeps_http_off(make_workspace, daemon_factory, 
     state = tmp_path / "own-state"
     path = token_path({"XDG_STATE_HOME": str(state)})
     path.parent.mkdir(parents=True, mode=0o700)
-    path.write_text("")                                     # empty: not a token
+    path.write_text("")  # empty: not a token
     root = make_workspace({"04-skills/x.md": memory_text("x", "An x skill.", type="skill")})
     daemon = daemon_factory(root, http=True, env={"XDG_STATE_HOME": str(state)})
     status = daemon.status()

@@ -1,14 +1,13 @@
 """``open_backend``: the daemon's socket when it runs, the same RPC handlers in-process when it does not."""
+
 from __future__ import annotations
 
 import pytest
-
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
-
 from ctxos.client import DaemonNotRunning, RpcCallError
 from ctxos.client.backend import open_backend
 from ctxos.daemon.lock import DaemonAlreadyRunning, is_locked
 from ctxos.daemon.rpc import NOT_FOUND
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 FILES = {
     "08-rules/seed.md": memory_text("seed", "Keep notes short."),
@@ -39,7 +38,7 @@ def test_writes_need_a_daemon_unless_opted_in(make_workspace, capsys: pytest.Cap
         open_backend(root, read_only=False)
     backend = open_backend(root, read_only=False, in_process_writes=True, quiet=True)
     try:
-        assert is_locked(root)                        # no daemon can start underneath the writer
+        assert is_locked(root)  # no daemon can start underneath the writer
         with pytest.raises(DaemonAlreadyRunning):
             open_backend(root, read_only=False, in_process_writes=True, quiet=True)
         saved = backend.call("save_memory", {"type": "task", "content": "Rotate the keys.", "l0": "Rotate keys"})
@@ -64,8 +63,9 @@ def test_daemon_and_in_process_give_the_same_answers(make_workspace, daemon_fact
     try:
         assert remote.kind == "daemon"
         remote_answer = remote.call("simulate", {"query": "deploy pipeline", "budget_tokens": 800})
-        assert [(s["id"], s["tier"]) for s in remote_answer["selected"]] \
-            == [(s["id"], s["tier"]) for s in local_answer["selected"]]
+        assert [(s["id"], s["tier"]) for s in remote_answer["selected"]] == [
+            (s["id"], s["tier"]) for s in local_answer["selected"]
+        ]
         assert remote_answer["rendered"] == local_answer["rendered"]
         assert remote.call("get_memory", {"id": "deploy"}) == local_memory
         assert remote.call("list") == local_list

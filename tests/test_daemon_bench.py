@@ -1,4 +1,5 @@
 """The daemon benchmark's small mode runs end to end (the full run's numbers are in docs/daemon.md)."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_daemon.py"
 @pytest.mark.slow
 def test_bench_daemon_small(tmp_path: Path) -> None:
     out = tmp_path / "bench_daemon.json"
-    run = subprocess.run([sys.executable, str(BENCH), "--small", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--small", "--json", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "save-to-searchable" in run.stdout and "socket get_context" in run.stdout
     data = json.loads(out.read_text())
@@ -38,8 +40,9 @@ def test_bench_workspaces_small(tmp_path: Path) -> None:
     """The per-user daemon's cost per registered workspace (idle and loaded) is measured end to end."""
     out = tmp_path / "bench_workspaces.json"
     bench = BENCH.with_name("bench_workspaces.py")
-    run = subprocess.run([sys.executable, str(bench), "--small", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(bench), "--small", "--json", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads(out.read_text())
     rows = data["rows"]

@@ -4,6 +4,7 @@ Each test starts ``python -m ctxos.daemon.main`` on a temporary workspace (see
 ``daemon_helpers.py``) and checks what ``get_context`` / ``list`` / ``status``
 answer over the socket after real file operations.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
-
 from ctxos.client import RpcCallError
 from ctxos.daemon.rpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NOT_FOUND, PARSE_ERROR
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -42,12 +41,15 @@ SEED = {"08-rules/seed.md": memory_text("seed", "Seed rule: keep notes short.")}
 @pytest.fixture
 def workspace(make_workspace):
     """A workspace with one seed memory (a rule: always part of get_context's answer)."""
+
     def factory(files: dict[str, str] | None = None) -> Path:
         return make_workspace({**SEED, **(files or {})})
+
     return factory
 
 
 # ---------------------------------------------------------------- live updates
+
 
 def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_factory) -> None:
     root = workspace()
@@ -60,8 +62,12 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
 
     # edited: the new word is found, the old one no longer matches the memory
     _write(root, "03-projects/otter.md", memory_text("otter", "The otter pipeline now ingests walrus metrics."))
-    daemon.wait_for(lambda: "walrus" in daemon.call("get_memory", id="otter")["l1"]
-                    and "otter" in daemon.context_ids("walrus metrics"), message="edit")
+    daemon.wait_for(
+        lambda: (
+            "walrus" in daemon.call("get_memory", id="otter")["l1"] and "otter" in daemon.context_ids("walrus metrics")
+        ),
+        message="edit",
+    )
     selected = {s["id"]: s for s in daemon.call("get_context", query="walrus metrics")["selected"]}
     assert "otter" in selected and selected["otter"]["signals"]["bm25"] > 0
     stale = {s["id"]: s for s in daemon.call("get_context", query="kelp")["selected"]}
@@ -71,9 +77,14 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
     (root / "06-decisions").mkdir(exist_ok=True)
     os.rename(root / "03-projects/otter.md", root / "06-decisions/otter.md")
     # (the store is updated just before the index commit: wait for both)
-    daemon.wait_for(lambda: daemon.call("get_memory", id="otter")["path"] == "06-decisions/otter.md"
-                    and "otter" in daemon.context_ids("walrus metrics"), message="rename")
-    assert daemon.call("list")["total"] == 2   # + seed
+    daemon.wait_for(
+        lambda: (
+            daemon.call("get_memory", id="otter")["path"] == "06-decisions/otter.md"
+            and "otter" in daemon.context_ids("walrus metrics")
+        ),
+        message="rename",
+    )
+    assert daemon.call("list")["total"] == 2  # + seed
 
     # deleted
     (root / "06-decisions/otter.md").unlink()
@@ -85,19 +96,27 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
 
 
 def test_folder_rename_and_folder_delete(workspace, daemon_factory) -> None:
-    root = workspace({f"03-projects/alpha/n{i}.md": memory_text(f"n{i}", f"Note {i} about quokka habitats")
-                           for i in range(5)})
+    root = workspace(
+        {f"03-projects/alpha/n{i}.md": memory_text(f"n{i}", f"Note {i} about quokka habitats") for i in range(5)}
+    )
     daemon = daemon_factory(root)
-    assert {m["path"] for m in daemon.call("list", type="project")["memories"]} == {f"03-projects/alpha/n{i}.md" for i in range(5)}
+    assert {m["path"] for m in daemon.call("list", type="project")["memories"]} == {
+        f"03-projects/alpha/n{i}.md" for i in range(5)
+    }
 
     os.rename(root / "03-projects/alpha", root / "03-projects/beta")
-    daemon.wait_for(lambda: {m["path"] for m in daemon.call("list", type="project")["memories"]}
-                    == {f"03-projects/beta/n{i}.md" for i in range(5)}, message="folder rename")
+    daemon.wait_for(
+        lambda: (
+            {m["path"] for m in daemon.call("list", type="project")["memories"]}
+            == {f"03-projects/beta/n{i}.md" for i in range(5)}
+        ),
+        message="folder rename",
+    )
 
     # moved out of the workspace entirely = deleted
     os.rename(root / "03-projects/beta", root.parent / f"{root.name}-outside")
     daemon.wait_for(lambda: daemon.call("list")["total"] == 1, message="folder moved away")
-    assert daemon.context_ids("quokka habitats") == {"seed"}   # rules are always loaded
+    assert daemon.context_ids("quokka habitats") == {"seed"}  # rules are always loaded
 
 
 def test_atomic_save_is_one_update(workspace, daemon_factory) -> None:
@@ -139,7 +158,7 @@ def test_half_written_file_is_read_again(workspace, daemon_factory) -> None:
     daemon = daemon_factory(root)
     path = root / "03-projects/slow.md"
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write('---\nid: slow\nl0: "half')           # the frontmatter is not closed yet
+        handle.write('---\nid: slow\nl0: "half')  # the frontmatter is not closed yet
         handle.flush()
         daemon.wait_for(lambda: daemon.status()["invalid_files"] == 1, message="half-written file seen")
         handle.write(' written"\n---\nThe rest of the slow file, about pangolins.\n')
@@ -205,8 +224,7 @@ def test_sigkill_mid_indexing_then_restart_recovers(workspace, daemon_factory) -
         _write(root, f"05-resources/k{i}.md", memory_text(f"k{i}", f"Killed batch {i} token{i}"))
         expected.add(f"k{i}")
     # Kill while a batch is being written to the index (a 1,000-file batch takes ~1 s here).
-    daemon.wait_for(lambda: _watcher(daemon)["applying"], timeout=20, interval=0.005,
-                    message="indexing under way")
+    daemon.wait_for(lambda: _watcher(daemon)["applying"], timeout=20, interval=0.005, message="indexing under way")
     time.sleep(0.05)
     daemon.kill()
 
@@ -230,15 +248,20 @@ def test_sigkill_mid_indexing_then_restart_recovers(workspace, daemon_factory) -
 
 # ---------------------------------------------------------------- lifecycle
 
+
 def test_second_daemon_on_the_same_workspace_is_refused(workspace, daemon_factory) -> None:
     root = workspace()
     first = daemon_factory(root)
-    second = subprocess.run([sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-http",
-                             "--no-tray"], capture_output=True, text=True, timeout=30,
-                            env={**os.environ, "CTXOS_RUNTIME_DIR": str(first.runtime_dir)})
+    second = subprocess.run(
+        [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-http", "--no-tray"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "CTXOS_RUNTIME_DIR": str(first.runtime_dir)},
+    )
     assert second.returncode == 3
     assert "already running" in second.stderr and str(first.pid) in second.stderr
-    assert first.status()["pid"] == first.pid   # the first one is untouched
+    assert first.status()["pid"] == first.pid  # the first one is untouched
 
 
 def test_sigterm_exits_cleanly_and_cleans_up(workspace, daemon_factory) -> None:
@@ -287,6 +310,7 @@ def test_cli_start_status_stop(workspace) -> None:
 
 # ---------------------------------------------------------------- the socket
 
+
 def _raw_exchange(sock: socket.socket, data: bytes) -> dict:
     sock.sendall(data)
     buffer = b""
@@ -305,14 +329,29 @@ def test_bad_socket_input_gets_errors_and_the_daemon_keeps_answering(workspace, 
         sock.connect(str(daemon.socket_path))
         assert _raw_exchange(sock, b"this is not json\n")["error"]["code"] == PARSE_ERROR
         assert _raw_exchange(sock, b"\x00\xff\xfe garbage\n")["error"]["code"] == PARSE_ERROR
-        assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":1,"method":"launch_missiles"}\n')["error"]["code"] \
+        assert (
+            _raw_exchange(sock, b'{"jsonrpc":"2.0","id":1,"method":"launch_missiles"}\n')["error"]["code"]
             == METHOD_NOT_FOUND
-        assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":2,"method":"get_context","params":{"query":5}}\n')[
-            "error"]["code"] == INVALID_PARAMS
-        assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":3,"method":"get_context","params":{"q":"x"}}\n')[
-            "error"]["code"] == INVALID_PARAMS
-        assert _raw_exchange(sock, b'{"jsonrpc":"2.0","id":4,"method":"save_memory","params":{"type":"nope",'
-                                   b'"content":"x","l0":"y"}}\n')["error"]["code"] == INVALID_PARAMS   # schemas: type
+        )
+        assert (
+            _raw_exchange(sock, b'{"jsonrpc":"2.0","id":2,"method":"get_context","params":{"query":5}}\n')["error"][
+                "code"
+            ]
+            == INVALID_PARAMS
+        )
+        assert (
+            _raw_exchange(sock, b'{"jsonrpc":"2.0","id":3,"method":"get_context","params":{"q":"x"}}\n')["error"][
+                "code"
+            ]
+            == INVALID_PARAMS
+        )
+        assert (
+            _raw_exchange(
+                sock,
+                b'{"jsonrpc":"2.0","id":4,"method":"save_memory","params":{"type":"nope","content":"x","l0":"y"}}\n',
+            )["error"]["code"]
+            == INVALID_PARAMS
+        )  # schemas: type
         assert _raw_exchange(sock, b'{"id":5,"method":"status"}\n')["error"]["code"] == INVALID_REQUEST
         huge = b'{"jsonrpc":"2.0","id":6,"method":"get_context","params":{"query":"' + b"a" * (5 << 20) + b'"}}\n'
         reply = _raw_exchange(sock, huge)
@@ -366,16 +405,21 @@ def test_concurrent_clients_are_served_while_indexing(workspace, daemon_factory)
 def test_save_memory_over_the_socket_does_not_loop(workspace, daemon_factory) -> None:
     root = workspace()
     daemon = daemon_factory(root)
-    saved = daemon.call("save_memory", type="decision", content="We keep memories as markdown.",
-                        l0="Markdown memories")
+    saved = daemon.call("save_memory", type="decision", content="We keep memories as markdown.", l0="Markdown memories")
     assert saved["created"] is True and saved["version"] == 1
     assert "markdown-memories" in daemon.context_ids("markdown memories")
     before = daemon.wait_settled()["watcher"]
     time.sleep(0.5)
     after = daemon.wait_settled()["watcher"]
     assert after["batches"] == before["batches"] and after["updated"] == before["updated"]
-    updated = daemon.call("save_memory", type="decision", content="We keep memories as plain markdown files.",
-                          l0="Markdown memories", id=saved["id"], expected_version=1)
+    updated = daemon.call(
+        "save_memory",
+        type="decision",
+        content="We keep memories as plain markdown files.",
+        l0="Markdown memories",
+        id=saved["id"],
+        expected_version=1,
+    )
     assert updated["created"] is False and updated["version"] == 2
     logged = daemon.call("log_session", event="daemon test ran")
     assert logged["path"].startswith("02-daily/")
@@ -407,10 +451,10 @@ def test_pause_and_resume_watching(make_workspace, daemon_factory):
     for n in range(5):
         (root / f"04-skills/p{n}.md").write_text(memory_text(f"p{n}", "paused zebra"))
     daemon.wait_for(lambda: daemon.status()["watcher"]["pending_events"] >= 5)
-    time.sleep(0.6)   # well past the debounce: nothing may be applied while paused
+    time.sleep(0.6)  # well past the debounce: nothing may be applied while paused
     assert not daemon.has_memory("p0") and daemon.status()["watcher"]["batches"] == batches_before
     resumed = daemon.call("resume_watching")
     assert resumed["paused"] is False
     daemon.wait_for(lambda: daemon.status()["watcher"]["batches"] > batches_before)
     assert all(daemon.has_memory(f"p{n}") for n in range(5))
-    assert daemon.status()["watcher"]["batches"] == batches_before + 1   # one batch for all five
+    assert daemon.status()["watcher"]["batches"] == batches_before + 1  # one batch for all five

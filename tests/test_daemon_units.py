@@ -1,4 +1,5 @@
 """Daemon building blocks without a daemon process: paths, lock, event filter, JSON-RPC handling."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,16 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ctxos.daemon import runtime_paths
 from ctxos.daemon.context import DaemonContext
 from ctxos.daemon.lock import DaemonAlreadyRunning, WorkspaceLock, is_locked, read_lock_pid
-from ctxos.daemon.rpc import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-                              RpcError, RpcRegistry, check_known, encode_reply, handle_payload, param)
+from ctxos.daemon.rpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RpcError,
+    RpcRegistry,
+    check_known,
+    encode_reply,
+    handle_payload,
+    param,
+)
 from ctxos.daemon.watcher import WatchFilter, is_editor_temp
 
-
 # ---------------------------------------------------------------- runtime paths
+
 
 def test_socket_path_is_short_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = Path(os.environ["CTXOS_RUNTIME_DIR"]) / "sub"
@@ -34,7 +45,7 @@ def test_socket_path_is_short_and_private(tmp_path: Path, monkeypatch: pytest.Mo
     runtime_paths.ensure_private_dir(runtime)
     assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
     os.chmod(runtime, 0o755)
-    runtime_paths.ensure_private_dir(runtime)          # loosened permissions are tightened
+    runtime_paths.ensure_private_dir(runtime)  # loosened permissions are tightened
     assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
 
 
@@ -57,6 +68,7 @@ def test_runtime_dir_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 # ---------------------------------------------------------------- lock
 
+
 def test_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
     first = WorkspaceLock(tmp_path)
     first.acquire()
@@ -72,8 +84,10 @@ def test_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
 
 def test_lock_of_a_killed_process_is_recovered(tmp_path: Path) -> None:
     """SIGKILL leaves the lock file (and a pid) behind, but the kernel dropped the flock."""
-    code = ("import sys, time; from ctxos.daemon.lock import WorkspaceLock; "
-            f"WorkspaceLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from ctxos.daemon.lock import WorkspaceLock; "
+        f"WorkspaceLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
+    )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"locked"
@@ -83,16 +97,30 @@ def test_lock_of_a_killed_process_is_recovered(tmp_path: Path) -> None:
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(5)
-    assert read_lock_pid(tmp_path) == child.pid       # stale content ...
-    assert not is_locked(tmp_path)                   # ... but no holder
+    assert read_lock_pid(tmp_path) == child.pid  # stale content ...
+    assert not is_locked(tmp_path)  # ... but no holder
     with WorkspaceLock(tmp_path):
         assert read_lock_pid(tmp_path) == os.getpid()
 
 
 # ---------------------------------------------------------------- watch filter
 
-@pytest.mark.parametrize("name", ["4913", "x.md~", ".x.md.swp", ".x.md.swx", "x.md.tmp", "#x.md#", ".#x.md",
-                                  "x.md___jb_tmp___", "x.md___jb_old___", ".x.md.a1b2c3.tmp"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "4913",
+        "x.md~",
+        ".x.md.swp",
+        ".x.md.swx",
+        "x.md.tmp",
+        "#x.md#",
+        ".#x.md",
+        "x.md___jb_tmp___",
+        "x.md___jb_old___",
+        ".x.md.a1b2c3.tmp",
+    ],
+)
 def test_editor_temp_files_are_ignored(name: str, tmp_path: Path) -> None:
     assert is_editor_temp(name)
     assert WatchFilter(tmp_path).relevant(str(tmp_path / "03-projects" / name), False) is None
@@ -103,8 +131,15 @@ def test_watch_filter_keeps_memories_folders_and_config(tmp_path: Path) -> None:
     assert f.relevant(str(tmp_path / "03-projects" / "a.md"), False) == "03-projects/a.md"
     assert f.relevant(str(tmp_path / "03-projects" / "sub"), True) == "03-projects/sub"
     assert f.relevant(str(tmp_path / "_config.yaml"), False) == "_config.yaml"
-    for ignored in (".ctxos/index/x.md", ".git/objects/ab", ".git/HEAD", "claude.md", "AGENTS.md",
-                    "03-projects/image.png", "inbox/draft.md"):
+    for ignored in (
+        ".ctxos/index/x.md",
+        ".git/objects/ab",
+        ".git/HEAD",
+        "claude.md",
+        "AGENTS.md",
+        "03-projects/image.png",
+        "inbox/draft.md",
+    ):
         assert f.relevant(str(tmp_path / ignored), False) is None, ignored
     for ignored_dir in (".ctxos", ".ctxos/index", ".git", ".git/refs"):
         assert f.relevant(str(tmp_path / ignored_dir), True) is None, ignored_dir
@@ -112,6 +147,7 @@ def test_watch_filter_keeps_memories_folders_and_config(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- JSON-RPC
+
 
 class _NoEngine:
     """The RPC layer under test never touches the engine; a context needs something in that slot."""
@@ -141,25 +177,43 @@ def test_jsonrpc_errors_are_replies_not_crashes() -> None:
         assert _run(ctx, b"\xff\xfe")["error"]["code"] == PARSE_ERROR
         assert _run(ctx, "[]")["error"]["code"] == INVALID_REQUEST
         assert _run(ctx, "42")["error"]["code"] == INVALID_REQUEST
-        assert _run(ctx, '{"id": 1, "method": "echo"}')["error"]["code"] == INVALID_REQUEST   # no jsonrpc
+        assert _run(ctx, '{"id": 1, "method": "echo"}')["error"]["code"] == INVALID_REQUEST  # no jsonrpc
         assert _run(ctx, '{"jsonrpc": "2.0", "id": 1}')["error"]["code"] == INVALID_REQUEST
         assert _run(ctx, '{"jsonrpc": "2.0", "id": {}, "method": "echo"}')["error"]["code"] == INVALID_REQUEST
         reply = _run(ctx, '{"jsonrpc": "2.0", "id": 7, "method": "nope"}')
         assert reply["id"] == 7 and reply["error"]["code"] == METHOD_NOT_FOUND
         assert "echo" in reply["error"]["data"]["available"]
-        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": [1, 2]}')["error"]["code"] == INVALID_PARAMS
-        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": "1"}}')["error"]["code"] == INVALID_PARAMS
-        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": true}}')["error"]["code"] == INVALID_PARAMS
-        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {}}')["error"]["message"] \
+        assert (
+            _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": [1, 2]}')["error"]["code"]
+            == INVALID_PARAMS
+        )
+        assert (
+            _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": "1"}}')["error"]["code"]
+            == INVALID_PARAMS
+        )
+        assert (
+            _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": true}}')["error"]["code"]
+            == INVALID_PARAMS
+        )
+        assert (
+            _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {}}')["error"]["message"]
             == "missing required parameter 'a'"
+        )
         strict = _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "strict", "params": {"y": 1}}')
         assert strict["error"]["code"] == INVALID_PARAMS and strict["error"]["data"] == {"allowed": ["x"]}
         boom = _run(ctx, '{"jsonrpc": "2.0", "id": "b", "method": "boom"}')
         assert boom["id"] == "b" and "ZeroDivisionError" in boom["error"]["message"]
         weird = json.loads(encode_reply(_run(ctx, '{"jsonrpc": "2.0", "id": 9, "method": "weird"}')))
         assert weird["id"] == 9 and weird["error"]["code"] == INTERNAL_ERROR
-        batch = json.loads(encode_reply(_run(ctx, '[{"jsonrpc": "2.0", "id": 1, "method": "weird"},'
-                                                  '{"jsonrpc": "2.0", "id": 2, "method": "add", "params": {"a": 1}}]')))
+        batch = json.loads(
+            encode_reply(
+                _run(
+                    ctx,
+                    '[{"jsonrpc": "2.0", "id": 1, "method": "weird"},'
+                    '{"jsonrpc": "2.0", "id": 2, "method": "add", "params": {"a": 1}}]',
+                )
+            )
+        )
         assert batch[0]["error"]["code"] == INTERNAL_ERROR and batch[1]["result"] == 1
     finally:
         ctx.shutdown_executors()
@@ -168,15 +222,23 @@ def test_jsonrpc_errors_are_replies_not_crashes() -> None:
 def test_jsonrpc_results_notifications_and_batches() -> None:
     ctx = _ctx()
     try:
-        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": 2, "b": 3}}') \
-            == {"jsonrpc": "2.0", "id": 1, "result": 5}
-        assert _run(ctx, '{"jsonrpc": "2.0", "method": "add", "params": {"a": 2}}') is None   # notification
-        batch = _run(ctx, json.dumps([
-            {"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": 1}},
-            {"jsonrpc": "2.0", "method": "echo"},
-            {"jsonrpc": "2.0", "id": 2, "method": "nope"},
-            5,
-        ]))
+        assert _run(ctx, '{"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": 2, "b": 3}}') == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": 5,
+        }
+        assert _run(ctx, '{"jsonrpc": "2.0", "method": "add", "params": {"a": 2}}') is None  # notification
+        batch = _run(
+            ctx,
+            json.dumps(
+                [
+                    {"jsonrpc": "2.0", "id": 1, "method": "add", "params": {"a": 1}},
+                    {"jsonrpc": "2.0", "method": "echo"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+                    5,
+                ]
+            ),
+        )
         assert [r.get("id") for r in batch] == [1, 2, None]
         assert batch[0]["result"] == 1 and batch[1]["error"]["code"] == METHOD_NOT_FOUND
     finally:

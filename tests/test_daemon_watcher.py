@@ -1,4 +1,5 @@
 """The watcher in-process, on a real engine and real inotify: overflow handling and batching."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,12 +7,10 @@ import sys
 import time
 
 import pytest
-
-from daemon_helpers import memory_text
-
 from ctxos.daemon.context import DaemonContext, DaemonOptions
 from ctxos.daemon.watcher import WatcherComponent
 from ctxos.services.engine import Engine
+from daemon_helpers import memory_text
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify overflow hook is Linux-only")
 
@@ -84,8 +83,8 @@ def test_a_burst_is_applied_in_few_batches(make_workspace) -> None:
 
     status, notified = asyncio.run(scenario())
     assert status["updated"] == 300 and status["errors"] == 0
-    assert status["batches"] <= 5, status["recent_batches"]     # coalesced, not one batch per file
-    assert notified == status["batches"]                         # one change notification per applied batch
+    assert status["batches"] <= 5, status["recent_batches"]  # coalesced, not one batch per file
+    assert notified == status["batches"]  # one change notification per applied batch
 
 
 def test_a_finished_save_skips_the_debounce_and_an_open_file_waits(make_workspace) -> None:
@@ -123,6 +122,6 @@ def test_a_finished_save_skips_the_debounce_and_an_open_file_waits(make_workspac
             ctx.shutdown_executors()
 
     quick_s, early, after_close_s = asyncio.run(scenario())
-    assert quick_s < 1.5, quick_s            # far below the 3 s debounce
+    assert quick_s < 1.5, quick_s  # far below the 3 s debounce
     assert not early
     assert after_close_s < 1.5, after_close_s

@@ -5,6 +5,7 @@ Every test starts the real daemon process (tests/daemon_helpers.py) and talks to
 Unix socket; files are edited on disk as a person would, and the watcher's real inotify events
 carry those edits in.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ctxos.client import RpcCallError
 from daemon_helpers import daemon_factory, make_special_files, memory_text  # noqa: F401  (daemon_factory is a fixture)
 from web_helpers import http
@@ -38,8 +38,16 @@ def test_refused_updates_leave_the_file_untouched_and_agent_strings_round_trip(m
     path = root / saved["path"]
     # YAML-hostile agent strings are stored quoted and read back exactly as passed.
     odd_tags = ["x]", "}", "a: b", "#hash", "c,d", "日本語", "é"]
-    updated = daemon.call("save_memory", type="project", id="alpha", l0="Alpha: the [first] one # yes",
-                          content="Body v2.", tags=odd_tags, related=["b]", "{c}"], expected_version=1)
+    updated = daemon.call(
+        "save_memory",
+        type="project",
+        id="alpha",
+        l0="Alpha: the [first] one # yes",
+        content="Body v2.",
+        tags=odd_tags,
+        related=["b]", "{c}"],
+        expected_version=1,
+    )
     assert updated["version"] == 2
     got = daemon.call("get_memory", id="alpha")
     assert got["tags"] == odd_tags and got["related"] == ["b]", "{c}"]
@@ -63,8 +71,8 @@ def test_refused_updates_leave_the_file_untouched_and_agent_strings_round_trip(m
     assert "byte" in messages["content over the byte cap"]
     assert "300,000 characters" in messages["huge l0"]
     assert "surrogate" in messages["lone surrogate"]
-    assert "expected_version: must be at least 1" in messages["expected_version 0"]   # services/schemas.py
-    assert daemon.call("get_memory", id="alpha")["version"] == 2          # still served
+    assert "expected_version: must be at least 1" in messages["expected_version 0"]  # services/schemas.py
+    assert daemon.call("get_memory", id="alpha")["version"] == 2  # still served
     # A refused create leaves no file behind.
     _refused(daemon, type="project", id="beta", l0="Beta", content="é" * 150_000)
     assert not (root / "03-projects/beta.md").exists()
@@ -75,21 +83,31 @@ def test_a_persons_unversioned_edit_wins_over_an_agents_stale_save(make_workspac
     root = make_workspace()
     daemon = daemon_factory(root)
     daemon.call("save_memory", type="project", id="notes", l0="Notes", content="Line one.")
-    read = daemon.call("get_memory", id="notes")                            # the agent reads version 1
+    read = daemon.call("get_memory", id="notes")  # the agent reads version 1
     path = root / read["path"]
-    with open(path, "a", encoding="utf-8") as handle:                        # a person appends, no version bump
+    with open(path, "a", encoding="utf-8") as handle:  # a person appends, no version bump
         handle.write("A person's line.\n")
+
     def indexed_checksum() -> str:
         return next(m["checksum"] for m in daemon.call("list")["memories"] if m["id"] == "notes")
+
     daemon.wait_for(lambda: indexed_checksum() != read["checksum"], message="the edit to be indexed")
-    message = _refused(daemon, type="project", id="notes", l0="Notes", content="Agent rewrite.",
-                       expected_version=read["version"])              # expected_version alone is enough
+    message = _refused(
+        daemon, type="project", id="notes", l0="Notes", content="Agent rewrite.", expected_version=read["version"]
+    )  # expected_version alone is enough
     assert "changed since you read it" in message and "read it again" in message
     assert "A person's line." in path.read_text(encoding="utf-8")
     # Re-reading gives the person's text; a save based on it goes through.
     again = daemon.call("get_memory", id="notes")
-    daemon.call("save_memory", type="project", id="notes", l0="Notes", content=again["l1"] + "\nAgent line.",
-                expected_version=again["version"], expected_checksum=again["checksum"])
+    daemon.call(
+        "save_memory",
+        type="project",
+        id="notes",
+        l0="Notes",
+        content=again["l1"] + "\nAgent line.",
+        expected_version=again["version"],
+        expected_checksum=again["checksum"],
+    )
     assert "A person's line." in path.read_text(encoding="utf-8")
 
 
@@ -104,7 +122,7 @@ def test_person_appends_race_agent_saves_and_none_is_lost(make_workspace, daemon
     def person() -> None:
         for n in range(13):
             line = f"person line {n}"
-            with open(path, "a", encoding="utf-8") as handle:   # a person's editor: no lock of ours
+            with open(path, "a", encoding="utf-8") as handle:  # a person's editor: no lock of ours
                 handle.write(line + "\n")
             appended.append(line)
             time.sleep(0.1)
@@ -119,9 +137,17 @@ def test_person_appends_race_agent_saves_and_none_is_lost(make_workspace, daemon
         current = client.call("get_memory", {"id": "race"})
         body = (current["l1"] + "\n\n" + current["l2"]).strip()
         try:
-            client.call("save_memory", {"type": "project", "id": "race", "l0": "Race", "content": body + "\nagent.",
-                                        "expected_version": current["version"],
-                                        "expected_checksum": current["checksum"]})
+            client.call(
+                "save_memory",
+                {
+                    "type": "project",
+                    "id": "race",
+                    "l0": "Race",
+                    "content": body + "\nagent.",
+                    "expected_version": current["version"],
+                    "expected_checksum": current["checksum"],
+                },
+            )
             agent_saves += 1
         except RpcCallError:
             conflicts += 1
@@ -132,8 +158,7 @@ def test_person_appends_race_agent_saves_and_none_is_lost(make_workspace, daemon
     assert not lost, f"a person's lines were overwritten: {lost} ({agent_saves} saves, {conflicts} conflicts)"
 
 
-def test_daily_log_refuses_oversize_details_and_rolls_over_a_person_made_oversize_log(make_workspace,
-                                                                                      daemon_factory):
+def test_daily_log_refuses_oversize_details_and_rolls_over_a_person_made_oversize_log(make_workspace, daemon_factory):
     root = make_workspace()
     daemon = daemon_factory(root)
     with pytest.raises(RpcCallError) as info:
@@ -148,8 +173,10 @@ def test_daily_log_refuses_oversize_details_and_rolls_over_a_person_made_oversiz
     assert "cap" in _doctor_reasons(daemon)[first["path"]]
     later = daemon.call("log_session", event="after the paste", details="still logged")
     assert later["path"].endswith("-2.md")
-    assert "still logged" in daemon.call("get_memory", id=later["id"])["l2"] + \
-        daemon.call("get_memory", id=later["id"])["l1"]
+    assert (
+        "still logged"
+        in daemon.call("get_memory", id=later["id"])["l2"] + daemon.call("get_memory", id=later["id"])["l1"]
+    )
 
 
 def _make_odd_files(root: Path) -> list[str]:
@@ -181,18 +208,24 @@ def test_odd_files_never_stop_the_daemon_and_doctor_explains_each(make_workspace
     daemon.wait_for(lambda: daemon.has_memory("fresh"), message="the good file in the same batch")
     daemon.wait_for(lambda: "03-projects/loop2.md" in _doctor_reasons(daemon), message="the loop in doctor")
     # REST-shaped JSON and the CLI's JSON never fail on a name.
-    out = subprocess.run([sys.executable, "-m", "ctxos.client", "--workspace", str(root), "doctor", "--json"],
-                         capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "CTXOS_RUNTIME_DIR": str(daemon.runtime_dir)})
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxos.client", "--workspace", str(root), "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CTXOS_RUNTIME_DIR": str(daemon.runtime_dir)},
+    )
     assert out.returncode in (0, 1), out.stderr
     assert "bad-\\\\xff-name.md" in out.stdout
 
 
 def test_protected_memories_refuse_governance_actions_until_a_person_unlocks(make_workspace, daemon_factory):
-    root = make_workspace({
-        "08-rules/keep.md": memory_text("keep", "Never deploy on Fridays.", protected=True),
-        "08-rules/other.md": memory_text("other", "Other rule."),
-    })
+    root = make_workspace(
+        {
+            "08-rules/keep.md": memory_text("keep", "Never deploy on Fridays.", protected=True),
+            "08-rules/other.md": memory_text("other", "Other rule."),
+        }
+    )
     daemon = daemon_factory(root)
     path = root / "08-rules/keep.md"
     before = path.read_bytes()
@@ -246,8 +279,10 @@ def test_rest_serves_odd_names_and_refuses_protected_governance_actions(make_wor
     status, _ = rest("GET", "/api/graph")
     assert status == 200
     before = (root / "08-rules/keep.md").read_bytes()
-    for action in ({"action": "archive", "memory_id": "keep"},
-                   {"action": "set_importance", "memory_id": "keep", "importance": 0.1}):
+    for action in (
+        {"action": "archive", "memory_id": "keep"},
+        {"action": "set_importance", "memory_id": "keep", "importance": 0.1},
+    ):
         status, reply = rest("POST", "/api/governance/actions", action)
         assert status in (403, 409, 422, 400) and "protected" in jsonlib.dumps(reply), (status, reply)
     status, reply = rest("PUT", "/api/memories/keep", {"version": 1, "content": "agent edit"})

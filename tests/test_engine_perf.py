@@ -5,6 +5,7 @@ serving and ``refresh_graph`` (and the daemon's coalesced refresh); batch
 ``apply_changes`` with folders gone; status never reading the index TOC;
 an index path that is a file. Speed itself is measured by the benchmarks.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,21 +14,31 @@ import shutil
 from pathlib import Path
 
 import pytest
-from whoosh.query import Or
-
 from ctxos.daemon.context import DaemonContext
 from ctxos.services.engine import Engine
 from ctxos.services.index import MemoryIndex
 from ctxos.services.model import Memory
+from whoosh.query import Or
 
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
-         "upsilon phi chi psi omega deploy retry cache socket index graph budget").split()
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
+    "upsilon phi chi psi omega deploy retry cache socket index graph budget"
+).split()
 
 
 def mem(mid: str, body: str, tags=()) -> Memory:
     rel = f"05-resources/{mid}.md"
-    return Memory(id=mid, type="resource", rel_path=rel, path=Path("/ws") / rel, l0=f"About {mid}", l1=body,
-                  l2="", tags=list(tags), checksum=hashlib.sha256(f"{mid}|{body}|{tags}".encode()).hexdigest())
+    return Memory(
+        id=mid,
+        type="resource",
+        rel_path=rel,
+        path=Path("/ws") / rel,
+        l0=f"About {mid}",
+        l1=body,
+        l2="",
+        tags=list(tags),
+        checksum=hashlib.sha256(f"{mid}|{body}|{tags}".encode()).hexdigest(),
+    )
 
 
 def corpus(n: int) -> list[Memory]:
@@ -67,13 +78,18 @@ def index(tmp_path):
     ix.close()
 
 
-QUERIES = [[("alpha", 1.0), ("deploy", 1.0)], [("retry", 1.0), ("cache", 0.5)], [("omega", 1.0)],
-           [("socket", 1.0), ("graph", 0.7), ("budget", 1.0)], [("beta", 1.0)]]
+QUERIES = [
+    [("alpha", 1.0), ("deploy", 1.0)],
+    [("retry", 1.0), ("cache", 0.5)],
+    [("omega", 1.0)],
+    [("socket", 1.0), ("graph", 0.7), ("budget", 1.0)],
+    [("beta", 1.0)],
+]
 
 
 def test_cached_postings_give_the_same_hits_and_scores_as_whoosh(index):
     for terms in QUERIES:
-        for _ in range(2):                          # cold, then from the cache
+        for _ in range(2):  # cold, then from the cache
             hits = index.search(terms, 10)
             reference = whoosh_reference(index, terms, 10)
             assert {h.id for h in hits} == set(reference)
@@ -96,7 +112,7 @@ def test_cache_follows_commits(index):
 
 def test_info_uses_counts_from_the_last_commit(index):
     for toc in index.dir.glob("*.toc"):
-        toc.unlink()                                # what a concurrent commit may do under a reader
+        toc.unlink()  # what a concurrent commit may do under a reader
     info = index.info()
     assert info["documents"] == 120 and info["segments"] >= 1
 
@@ -141,22 +157,23 @@ def test_stale_graph_is_served_until_refresh(make_workspace):
     before = engine.graph()
     assert "leaf" not in before.outgoing
     (root / "05-resources/leaf.md").write_text(
-        "---\nid: leaf\ntype: resource\nl0: A leaf\nrelated: [hub]\n---\nLeaf body.\n")
+        "---\nid: leaf\ntype: resource\nl0: A leaf\nrelated: [hub]\n---\nLeaf body.\n"
+    )
     engine.apply_changes(["05-resources/leaf.md"])
-    assert engine.graph_is_stale() and engine.graph(stale_ok=True) is before   # no rebuild on the query path
-    engine.execute_context_query("leaf", 1000, record_access=False)   # queries work on the old graph
+    assert engine.graph_is_stale() and engine.graph(stale_ok=True) is before  # no rebuild on the query path
+    engine.execute_context_query("leaf", 1000, record_access=False)  # queries work on the old graph
     assert engine.graph_is_stale()
     after = engine.refresh_graph()
     assert not engine.graph_is_stale() and engine.graph(stale_ok=True) is after
     assert after.outgoing["leaf"] == {"hub"}
     (root / "05-resources/leaf.md").write_text(
-        "---\nid: leaf\ntype: resource\nl0: A leaf, renamed\nrelated: [hub]\n---\nLeaf body.\n")
+        "---\nid: leaf\ntype: resource\nl0: A leaf, renamed\nrelated: [hub]\n---\nLeaf body.\n"
+    )
     engine.apply_changes(["05-resources/leaf.md"])
-    current = engine.graph()                                          # other callers: always current
+    current = engine.graph()  # other callers: always current
     assert current is not after and not engine.graph_is_stale()
-    engine.allow_stale_graph = False                                   # in-process default: exact
-    (root / "05-resources/leaf.md").write_text(
-        "---\nid: leaf\ntype: resource\nl0: A leaf\n---\nLeaf body.\n")
+    engine.allow_stale_graph = False  # in-process default: exact
+    (root / "05-resources/leaf.md").write_text("---\nid: leaf\ntype: resource\nl0: A leaf\n---\nLeaf body.\n")
     engine.apply_changes(["05-resources/leaf.md"])
     assert "leaf" not in engine.graph().outgoing
     engine.close()
@@ -168,16 +185,17 @@ def test_daemon_context_refreshes_the_graph_after_a_change(make_workspace):
     engine.load()
 
     async def scenario() -> None:
-        ctx = DaemonContext(root, engine)             # mode="daemon": serves a stale graph
+        ctx = DaemonContext(root, engine)  # mode="daemon": serves a stale graph
         ctx.bind_loop(asyncio.get_running_loop())
         assert engine.allow_stale_graph
         engine.graph()
         (root / "05-resources/leaf.md").write_text(
-            "---\nid: leaf\ntype: resource\nl0: A leaf\nrelated: [hub]\n---\nLeaf body.\n")
+            "---\nid: leaf\ntype: resource\nl0: A leaf\nrelated: [hub]\n---\nLeaf body.\n"
+        )
         summary = await ctx.run_write(engine.apply_changes, ["05-resources/leaf.md"])
         assert engine.graph_is_stale()
         await ctx.notify_change(summary)
-        ctx.schedule_graph_refresh()                  # coalesced with the one already running
+        ctx.schedule_graph_refresh()  # coalesced with the one already running
         task = ctx._graph_refresh
         assert task is not None
         await task
@@ -190,7 +208,9 @@ def test_daemon_context_refreshes_the_graph_after_a_change(make_workspace):
 
 
 def test_apply_changes_batch_with_a_deleted_folder(make_workspace):
-    files = {f"03-projects/p/n{i}.md": f"---\nid: n{i}\ntype: project\nl0: Note {i}\n---\nBody {i}.\n" for i in range(5)}
+    files = {
+        f"03-projects/p/n{i}.md": f"---\nid: n{i}\ntype: project\nl0: Note {i}\n---\nBody {i}.\n" for i in range(5)
+    }
     files["05-resources/keep.md"] = "---\nid: keep\ntype: resource\nl0: Keep\n---\nKeep body.\n"
     root = make_workspace(files)
     engine = Engine(root)

@@ -1,25 +1,25 @@
 """Governance findings appear on purpose-built workspaces and clear when a person acts."""
+
 from __future__ import annotations
 
 import json
 import random
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
-from daemon_helpers import memory_text
 from ctxos.services import governance as gov
 from ctxos.services.engine import Engine
 from ctxos.services.similarity import claims, contradictions, similarity_join
+from daemon_helpers import memory_text
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def days_ago(days: int) -> str:
-    return (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
+    return (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @pytest.fixture
@@ -48,17 +48,23 @@ def rewrite(engine: Engine, rel: str, text: str) -> None:
 
 # ---------------------------------------------------------------- each kind appears and clears
 
+
 def test_decay_candidate_appears_and_clears_when_loaded_or_archived(open_engine):
-    engine = open_engine({
-        "05-resources/old.md": memory_text("old-notes", "Old notes about the legacy billing system.",
-                                           type="resource", modified=days_ago(200)),
-        "05-resources/new.md": memory_text("new-notes", "Fresh notes about the new billing service.",
-                                           type="resource", modified=days_ago(3)),
-        "08-rules/old-rule.md": memory_text("old-rule", "A rule that never changes.", type="rule",
-                                            modified=days_ago(900)),
-    })
+    engine = open_engine(
+        {
+            "05-resources/old.md": memory_text(
+                "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200)
+            ),
+            "05-resources/new.md": memory_text(
+                "new-notes", "Fresh notes about the new billing service.", type="resource", modified=days_ago(3)
+            ),
+            "08-rules/old-rule.md": memory_text(
+                "old-rule", "A rule that never changes.", type="rule", modified=days_ago(900)
+            ),
+        }
+    )
     found = findings(engine, "decay")
-    assert [f.ids for f in found] == [["old-notes"]]          # rules are exempt, fresh ones are fine
+    assert [f.ids for f in found] == [["old-notes"]]  # rules are exempt, fresh ones are fine
     assert found[0].evidence["age_days"] >= 199 and found[0].evidence["loads"] == 0
     assert found[0].action["action"] == "archive" and found[0].action["ids"] == ["old-notes"]
     assert found[0].command == "ctxos archive old-notes"
@@ -69,8 +75,13 @@ def test_decay_candidate_appears_and_clears_when_loaded_or_archived(open_engine)
 
 
 def test_decay_clears_after_archive_and_comes_back_after_unarchive(open_engine):
-    engine = open_engine({"05-resources/old.md": memory_text(
-        "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200))})
+    engine = open_engine(
+        {
+            "05-resources/old.md": memory_text(
+                "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200)
+            )
+        }
+    )
     assert findings(engine, "decay")
     result = gov.archive(engine, "old-notes")
     assert result.data["to"] == "_archive/05-resources/old.md"
@@ -78,7 +89,7 @@ def test_decay_clears_after_archive_and_comes_back_after_unarchive(open_engine):
     assert engine.get_memory("old-notes") is None
     assert findings(engine, "decay") == []
     context = engine.execute_context_query("legacy billing", 2000, record_access=False)
-    assert "old-notes" not in {s.id for s in context.selected}      # excluded from context
+    assert "old-notes" not in {s.id for s in context.selected}  # excluded from context
     back = gov.unarchive(engine, "old-notes")
     assert back.data["to"] == "05-resources/old.md" and engine.get_memory("old-notes") is not None
     assert findings(engine, "decay")
@@ -86,74 +97,106 @@ def test_decay_clears_after_archive_and_comes_back_after_unarchive(open_engine):
 
 def test_conflicting_types_and_importance(open_engine):
     text = "Database migrations run with alembic upgrade head before every deploy of the api service."
-    engine = open_engine({
-        "06-decisions/migrate.md": memory_text("migrate-decision", text, type="decision", tags=["db", "deploy"]),
-        "04-skills/migrate.md": memory_text("migrate-skill", text + " Check the logs.", type="skill",
-                                            tags=["db", "deploy"]),
-    })
+    engine = open_engine(
+        {
+            "06-decisions/migrate.md": memory_text("migrate-decision", text, type="decision", tags=["db", "deploy"]),
+            "04-skills/migrate.md": memory_text(
+                "migrate-skill", text + " Check the logs.", type="skill", tags=["db", "deploy"]
+            ),
+        }
+    )
     found = findings(engine, "conflict")
     assert len(found) == 1 and found[0].ids == ["migrate-decision", "migrate-skill"]
     assert any("types differ" in p for p in found[0].evidence["problems"])
     assert found[0].evidence["shared_tags"] == ["db", "deploy"]
     # Same type and importance: the disagreement is gone.
-    rewrite(engine, "04-skills/migrate.md", memory_text("migrate-skill", text, type="decision",
-                                                        tags=["db", "deploy"]))
+    rewrite(engine, "04-skills/migrate.md", memory_text("migrate-skill", text, type="decision", tags=["db", "deploy"]))
     assert findings(engine, "conflict") == []
     # Importance far apart brings it back as an importance conflict.
-    rewrite(engine, "04-skills/migrate.md", memory_text("migrate-skill", text, type="decision",
-                                                        tags=["db", "deploy"], importance=0.95))
+    rewrite(
+        engine,
+        "04-skills/migrate.md",
+        memory_text("migrate-skill", text, type="decision", tags=["db", "deploy"], importance=0.95),
+    )
     again = findings(engine, "conflict")
     assert len(again) == 1 and any("importance differs" in p for p in again[0].evidence["problems"])
 
 
 def test_overlap_without_shared_tags_is_not_a_conflict(open_engine):
     text = "Database migrations run with alembic upgrade head before every deploy of the api service."
-    engine = open_engine({
-        "06-decisions/a.md": memory_text("a", text, type="decision", tags=["db", "deploy"]),
-        "04-skills/b.md": memory_text("b", text, type="skill", tags=["cooking", "travel"]),
-    })
+    engine = open_engine(
+        {
+            "06-decisions/a.md": memory_text("a", text, type="decision", tags=["db", "deploy"]),
+            "04-skills/b.md": memory_text("b", text, type="skill", tags=["cooking", "travel"]),
+        }
+    )
     assert findings(engine, "conflict") == []
 
 
 def test_contradiction_appears_and_clears_when_the_text_agrees(open_engine):
-    engine = open_engine({
-        "08-rules/tabs.md": memory_text("tabs", "Always use tabs for indentation in Python files.",
-                                        type="rule", tags=["python", "style"]),
-        "04-skills/style.md": memory_text("style", "Never use tabs for indentation in Python files. "
-                                          "Format with black before committing.", type="rule",
-                                          tags=["python", "style"]),
-    })
+    engine = open_engine(
+        {
+            "08-rules/tabs.md": memory_text(
+                "tabs", "Always use tabs for indentation in Python files.", type="rule", tags=["python", "style"]
+            ),
+            "04-skills/style.md": memory_text(
+                "style",
+                "Never use tabs for indentation in Python files. Format with black before committing.",
+                type="rule",
+                tags=["python", "style"],
+            ),
+        }
+    )
     found = findings(engine, "conflict")
     assert len(found) == 1 and found[0].severity == "warning"
     statements = found[0].evidence["contradictions"][0]
     assert "Always use tabs" in statements["tabs"] and "Never use tabs" in statements["style"]
-    rewrite(engine, "04-skills/style.md", memory_text(
-        "style", "Always use tabs for indentation in Python files. Format with black before committing.",
-        type="rule", tags=["python", "style"]))
+    rewrite(
+        engine,
+        "04-skills/style.md",
+        memory_text(
+            "style",
+            "Always use tabs for indentation in Python files. Format with black before committing.",
+            type="rule",
+            tags=["python", "style"],
+        ),
+    )
     assert findings(engine, "conflict") == []
 
 
 def test_contradiction_detection_reads_polarity():
-    pairs = contradictions(claims("a", "Enable the strict mode flag in the compiler settings.")
-                           + claims("b", "Disable the strict mode flag in the compiler settings."))
+    pairs = contradictions(
+        claims("a", "Enable the strict mode flag in the compiler settings.")
+        + claims("b", "Disable the strict mode flag in the compiler settings.")
+    )
     assert len(pairs) == 1
     # A late qualifier is not a negation of the statement.
-    assert contradictions(claims("a", "Check the deploy script for syntax errors.")
-                          + claims("b", "Check the deploy script for syntax errors without running it.")) == []
+    assert (
+        contradictions(
+            claims("a", "Check the deploy script for syntax errors.")
+            + claims("b", "Check the deploy script for syntax errors without running it.")
+        )
+        == []
+    )
     # The same owner never contradicts itself here.
     assert contradictions(claims("a", "Use tabs in python files today. Don't use tabs in python files today.")) == []
 
 
 def test_near_duplicates_cluster_and_clear_after_archiving(open_engine):
-    base = ("To rotate the API signing key, generate a new key pair with the vault CLI, upload the public "
-            "half to the gateway, wait one hour for caches to expire, then revoke the old key.")
-    engine = open_engine({
-        "04-skills/rotate-1.md": memory_text("rotate-1", base, type="skill", importance=0.7),
-        "04-skills/rotate-2.md": memory_text("rotate-2", base.replace("one hour", "an hour"), type="skill"),
-        "04-skills/rotate-3.md": memory_text("rotate-3", base + " Tell the on-call channel.", type="skill"),
-        "04-skills/other.md": memory_text("other", "How to brew coffee with a french press and coarse beans.",
-                                          type="skill"),
-    })
+    base = (
+        "To rotate the API signing key, generate a new key pair with the vault CLI, upload the public "
+        "half to the gateway, wait one hour for caches to expire, then revoke the old key."
+    )
+    engine = open_engine(
+        {
+            "04-skills/rotate-1.md": memory_text("rotate-1", base, type="skill", importance=0.7),
+            "04-skills/rotate-2.md": memory_text("rotate-2", base.replace("one hour", "an hour"), type="skill"),
+            "04-skills/rotate-3.md": memory_text("rotate-3", base + " Tell the on-call channel.", type="skill"),
+            "04-skills/other.md": memory_text(
+                "other", "How to brew coffee with a french press and coarse beans.", type="skill"
+            ),
+        }
+    )
     found = findings(engine, "consolidation")
     assert len(found) == 1
     assert found[0].ids == ["rotate-1", "rotate-2", "rotate-3"]
@@ -165,11 +208,15 @@ def test_near_duplicates_cluster_and_clear_after_archiving(open_engine):
 
 
 def test_god_node_gets_a_suggested_importance_and_clears_once_set(open_engine):
-    files = {"03-projects/hub.md": memory_text("hub", "The platform overview everyone links to.",
-                                               type="project", importance=0.2)}
+    files = {
+        "03-projects/hub.md": memory_text(
+            "hub", "The platform overview everyone links to.", type="project", importance=0.2
+        )
+    }
     for i in range(10):
-        files[f"04-skills/s{i}.md"] = memory_text(f"s{i}", f"Skill number {i} about topic {i * 17}.",
-                                                  type="skill", related=["hub"])
+        files[f"04-skills/s{i}.md"] = memory_text(
+            f"s{i}", f"Skill number {i} about topic {i * 17}.", type="skill", related=["hub"]
+        )
     engine = open_engine(files)
     found = findings(engine, "god_node")
     assert [f.ids for f in found] == [["hub"]]
@@ -183,12 +230,14 @@ def test_god_node_gets_a_suggested_importance_and_clears_once_set(open_engine):
 
 
 def test_scratch_past_ttl_is_found_and_expired(open_engine):
-    engine = open_engine({
-        "09-scratch/old.md": memory_text("old-scratch", "Temporary thoughts.", type="scratch",
-                                         modified=days_ago(30)),
-        "09-scratch/new.md": memory_text("new-scratch", "Today's thoughts.", type="scratch",
-                                         modified=days_ago(1)),
-    })
+    engine = open_engine(
+        {
+            "09-scratch/old.md": memory_text(
+                "old-scratch", "Temporary thoughts.", type="scratch", modified=days_ago(30)
+            ),
+            "09-scratch/new.md": memory_text("new-scratch", "Today's thoughts.", type="scratch", modified=days_ago(1)),
+        }
+    )
     found = findings(engine, "scratch_expired")
     assert [f.ids for f in found] == [["old-scratch"]]
     assert found[0].evidence["ttl_days"] == 7
@@ -209,11 +258,17 @@ def test_invalid_file_appears_and_clears_when_fixed(open_engine):
 
 # ---------------------------------------------------------------- dismissals and fingerprints
 
+
 def test_dismissed_finding_stays_hidden_until_its_file_changes(open_engine):
-    engine = open_engine({"05-resources/old.md": memory_text(
-        "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200))})
+    engine = open_engine(
+        {
+            "05-resources/old.md": memory_text(
+                "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200)
+            )
+        }
+    )
     fingerprint = findings(engine, "decay")[0].fingerprint
-    assert gov.governance_report(engine).findings[0].fingerprint == fingerprint     # stable across runs
+    assert gov.governance_report(engine).findings[0].fingerprint == fingerprint  # stable across runs
     result = gov.dismiss_finding(engine, fingerprint)
     assert result["dismissed"] == fingerprint
     report = gov.governance_report(engine)
@@ -222,8 +277,13 @@ def test_dismissed_finding_stays_hidden_until_its_file_changes(open_engine):
     assert stored[fingerprint]["checksums"] == {"old-notes": engine.get_memory("old-notes").checksum}
     assert [f.fingerprint for f in gov.governance_report(engine, include_dismissed=True).findings] == [fingerprint]
     # The file changes (still old by its frontmatter date): the finding comes back.
-    rewrite(engine, "05-resources/old.md", memory_text(
-        "old-notes", "Old notes about the legacy billing system, v2.", type="resource", modified=days_ago(200)))
+    rewrite(
+        engine,
+        "05-resources/old.md",
+        memory_text(
+            "old-notes", "Old notes about the legacy billing system, v2.", type="resource", modified=days_ago(200)
+        ),
+    )
     assert [f.fingerprint for f in findings(engine, "decay")] == [fingerprint]
 
 
@@ -242,6 +302,7 @@ def test_report_is_saved_for_the_health_view(open_engine):
 
 # ---------------------------------------------------------------- RPC and CLI
 
+
 def test_rpc_and_cli_round_trip(open_engine, capsys, monkeypatch):
     """The CLI (in-process backend) lists findings as JSON, archives, unarchives, sets importance, dismisses."""
     from ctxos.client import cli
@@ -249,12 +310,16 @@ def test_rpc_and_cli_round_trip(open_engine, capsys, monkeypatch):
 
     if "ctxos.daemon.rpc_governance" not in components.RPC_METHOD_MODULES:
         # Until daemon/components.py lists the module (owned by the daemon issue), add it for this test.
-        monkeypatch.setattr(components, "RPC_METHOD_MODULES",
-                            [*components.RPC_METHOD_MODULES, "ctxos.daemon.rpc_governance"])
-    engine = open_engine({
-        "05-resources/old.md": memory_text("old-notes", "Old notes about the legacy billing system.",
-                                           type="resource", modified=days_ago(200)),
-    })
+        monkeypatch.setattr(
+            components, "RPC_METHOD_MODULES", [*components.RPC_METHOD_MODULES, "ctxos.daemon.rpc_governance"]
+        )
+    engine = open_engine(
+        {
+            "05-resources/old.md": memory_text(
+                "old-notes", "Old notes about the legacy billing system.", type="resource", modified=days_ago(200)
+            ),
+        }
+    )
     root = str(engine.root)
     engine.close()
 
@@ -283,6 +348,7 @@ def test_rpc_and_cli_round_trip(open_engine, capsys, monkeypatch):
 
 # ---------------------------------------------------------------- scale
 
+
 def test_similarity_join_matches_brute_force():
     rng = random.Random(5)
     vocab = [f"w{i}" for i in range(60)]
@@ -290,17 +356,26 @@ def test_similarity_join_matches_brute_force():
     sets += [frozenset(list(s)[:-1] + ["extra"]) for s in sets[:30]]
     for threshold in (0.3, 0.5, 0.8):
         fast = {(i, j) for i, j, _ in similarity_join(sets, threshold)}
-        slow = {(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
-                if len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold}
+        slow = {
+            (i, j)
+            for i in range(len(sets))
+            for j in range(i + 1, len(sets))
+            if len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold
+        }
         assert fast == slow, threshold
 
 
 def test_benchmark_small_mode(tmp_path: Path):
     from conftest import shared_data
+
     shared_data("tldr")
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_governance.py"), "--small",
-                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_governance.py"), "--small", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert data["memories"] >= 250
@@ -310,11 +385,12 @@ def test_benchmark_small_mode(tmp_path: Path):
 
 
 def test_report_is_cached_until_files_loads_or_dismissals_change(open_engine):
-    engine = open_engine({"05-resources/old.md": memory_text("old", "An old note about zebras.",
-                                                             modified=days_ago(200))})
+    engine = open_engine(
+        {"05-resources/old.md": memory_text("old", "An old note about zebras.", modified=days_ago(200))}
+    )
     first = gov.governance_report(engine)
-    assert gov.governance_report(engine) is first                     # nothing changed: no rerun
-    engine.execute_context_query("zebras", 2000)                      # a load
+    assert gov.governance_report(engine) is first  # nothing changed: no rerun
+    engine.execute_context_query("zebras", 2000)  # a load
     after_load = gov.governance_report(engine)
     assert after_load is not first
     rewrite(engine, "05-resources/old.md", memory_text("old", "Rewritten.", modified=days_ago(1)))

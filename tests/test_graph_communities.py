@@ -1,4 +1,5 @@
 """Leiden communities: deterministic, persisted with a fingerprint, and visible in simulate's breakdown."""
+
 from __future__ import annotations
 
 import json
@@ -8,17 +9,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from daemon_helpers import memory_text
-from ctxos.services.communities import (communities_path, compute_communities, ensure_communities,
-                                        load_communities, refresh_communities)
+from ctxos.services.communities import (
+    communities_path,
+    compute_communities,
+    ensure_communities,
+    load_communities,
+    refresh_communities,
+)
 from ctxos.services.engine import Engine
+from daemon_helpers import memory_text
 
 
 def two_cliques(n: int = 5) -> tuple[list[str], list[tuple[str, str]]]:
     a = [f"a{i}" for i in range(n)]
     b = [f"b{i}" for i in range(n)]
-    edges = [(x, y) for group in (a, b) for i, x in enumerate(group) for y in group[i + 1:]]
+    edges = [(x, y) for group in (a, b) for i, x in enumerate(group) for y in group[i + 1 :]]
     edges.append(("a0", "b0"))
     return a + b, edges
 
@@ -27,7 +32,7 @@ def test_two_cliques_give_two_communities_numbered_canonically():
     nodes, edges = two_cliques()
     cmap = compute_communities(nodes, edges, seed=42)
     assert cmap.sizes == [5, 5]
-    assert {cmap.communities[f"a{i}"] for i in range(5)} == {0}      # "a..." sorts first: community 0
+    assert {cmap.communities[f"a{i}"] for i in range(5)} == {0}  # "a..." sorts first: community 0
     assert {cmap.communities[f"b{i}"] for i in range(5)} == {1}
     assert cmap.modularity > 0.4
     assert cmap.edge_count == len(edges)
@@ -36,8 +41,9 @@ def test_two_cliques_give_two_communities_numbered_canonically():
 def test_input_order_and_dangling_edges_do_not_change_the_result():
     nodes, edges = two_cliques()
     first = compute_communities(nodes, edges, seed=7)
-    shuffled = compute_communities(list(reversed(nodes)), [(b, a) for a, b in reversed(edges)]
-                                   + [("a1", "ghost"), ("a2", "a2")], seed=7)
+    shuffled = compute_communities(
+        list(reversed(nodes)), [(b, a) for a, b in reversed(edges)] + [("a1", "ghost"), ("a2", "a2")], seed=7
+    )
     assert shuffled.communities == first.communities
     assert shuffled.fingerprint == first.fingerprint
 
@@ -57,8 +63,9 @@ def test_same_graph_same_communities_across_processes():
     outputs = []
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        outputs.append(subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                                      env=env, check=True).stdout)
+        outputs.append(
+            subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, check=True).stdout
+        )
     assert outputs[0] == outputs[1]
     assert len(set(json.loads(outputs[0]).values())) > 1
 
@@ -70,7 +77,7 @@ def test_persisted_map_is_reused_until_the_graph_changes(tmp_path: Path):
     mtime = communities_path(tmp_path).stat().st_mtime_ns
     again, recomputed = ensure_communities(tmp_path, nodes, edges, seed=42)
     assert not recomputed and again.communities == first.communities
-    assert communities_path(tmp_path).stat().st_mtime_ns == mtime      # not even rewritten
+    assert communities_path(tmp_path).stat().st_mtime_ns == mtime  # not even rewritten
     changed, recomputed = ensure_communities(tmp_path, nodes + ["c0"], edges + [("c0", "a1")], seed=42)
     assert recomputed and changed.communities["c0"] == changed.communities["a1"]
     assert load_communities(tmp_path).fingerprint == changed.fingerprint
@@ -90,15 +97,25 @@ def cluster_workspace(make_workspace) -> Path:
     files = {}
     for i in range(5):
         files[f"04-skills/deploy-{i}.md"] = memory_text(
-            f"deploy-{i}", f"Deployment step {i}: kubernetes rollout notes number {i}.", type="skill",
-            tags=["deploy", "kubernetes", "ops"])
+            f"deploy-{i}",
+            f"Deployment step {i}: kubernetes rollout notes number {i}.",
+            type="skill",
+            tags=["deploy", "kubernetes", "ops"],
+        )
         files[f"05-resources/cook-{i}.md"] = memory_text(
-            f"cook-{i}", f"Recipe {i}: pasta sauce with basil, variant {i}.", type="resource",
-            tags=["cooking", "pasta", "recipes"])
+            f"cook-{i}",
+            f"Recipe {i}: pasta sauce with basil, variant {i}.",
+            type="resource",
+            tags=["cooking", "pasta", "recipes"],
+        )
     # deploy-0 links to a far neighbour so proximity does not hide the bonus; plus a dangling link
     files["04-skills/deploy-extra.md"] = memory_text(
-        "deploy-extra", "Rollback checklist for kubernetes rollout failures.", type="skill",
-        tags=["deploy", "kubernetes"], related=["no-such-memory"])
+        "deploy-extra",
+        "Rollback checklist for kubernetes rollout failures.",
+        type="skill",
+        tags=["deploy", "kubernetes"],
+        related=["no-such-memory"],
+    )
     return make_workspace(files)
 
 
@@ -107,7 +124,7 @@ def test_engine_picks_up_communities_and_simulate_shows_the_bonus(make_workspace
     engine = Engine(root)
     engine.load()
     try:
-        assert engine.community_of() is None      # nothing computed yet: no bonus, no crash
+        assert engine.community_of() is None  # nothing computed yet: no bonus, no crash
         before = engine.execute_context_query("rollback checklist kubernetes", 4000, record_access=False)
         cmap, recomputed = refresh_communities(engine)
         assert recomputed
@@ -118,9 +135,14 @@ def test_engine_picks_up_communities_and_simulate_shows_the_bonus(make_workspace
         graph_before = {s.id: s.signals["graph"] for s in before.selected}
         graph_after = {s.id: s.signals["graph"] for s in after.selected}
         bonus = engine.config.get("graph.community_bonus")
-        gained = [mid for mid in graph_after if mid.startswith("deploy")
-                  and mid in graph_before and graph_after[mid] < 1.0
-                  and graph_after[mid] == pytest.approx(graph_before[mid] + bonus)]
+        gained = [
+            mid
+            for mid in graph_after
+            if mid.startswith("deploy")
+            and mid in graph_before
+            and graph_after[mid] < 1.0
+            and graph_after[mid] == pytest.approx(graph_before[mid] + bonus)
+        ]
         assert gained, (graph_before, graph_after)
         assert all(graph_after.get(f"cook-{i}", 0) == graph_before.get(f"cook-{i}", 0) for i in range(5))
 

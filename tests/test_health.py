@@ -1,27 +1,31 @@
 """The health score moves with coverage, efficiency, freshness, balance and cleanliness."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-
-from daemon_helpers import memory_text
 from ctxos.services.engine import Engine
 from ctxos.services.governance import governance_report
-from ctxos.services.health import (HealthSettings, compute_health, efficiency_part, health_inputs)
+from ctxos.services.health import HealthSettings, compute_health, efficiency_part, health_inputs
+from daemon_helpers import memory_text
 
 
 def days_ago(days: int) -> str:
-    return (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
+    return (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def health_of(engine: Engine):
     settings = HealthSettings.from_config(engine.config)
     report = governance_report(engine)
-    return compute_health(engine.list_memories(), flagged_ids=report.flagged_ids(),
-                          invalid_count=len(engine.invalid_files()), settings=settings,
-                          **health_inputs(engine.access_log, settings))
+    return compute_health(
+        engine.list_memories(),
+        flagged_ids=report.flagged_ids(),
+        invalid_count=len(engine.invalid_files()),
+        settings=settings,
+        **health_inputs(engine.access_log, settings),
+    )
 
 
 TOPICS = {
@@ -34,8 +38,10 @@ TOPICS = {
 
 @pytest.fixture
 def engine(make_workspace):
-    files = {f"{folder}/{name}.md": memory_text(name, text, type=kind, modified=days_ago(200))
-             for name, (folder, kind, text) in TOPICS.items()}
+    files = {
+        f"{folder}/{name}.md": memory_text(name, text, type=kind, modified=days_ago(200))
+        for name, (folder, kind, text) in TOPICS.items()
+    }
     eng = Engine(make_workspace(files))
     eng.load()
     yield eng
@@ -89,8 +95,9 @@ def test_efficiency_from_the_access_log(engine):
 
 
 def test_balance_and_cleanliness(make_workspace):
-    files = {f"04-skills/s{i}.md": memory_text(f"s{i}", f"Skill {i} about topic {i * 13}.", type="skill")
-             for i in range(4)}
+    files = {
+        f"04-skills/s{i}.md": memory_text(f"s{i}", f"Skill {i} about topic {i * 13}.", type="skill") for i in range(4)
+    }
     files["04-skills/broken.md"] = "---\nid: [broken\n---\n"
     eng = Engine(make_workspace(files))
     eng.load()
@@ -101,8 +108,12 @@ def test_balance_and_cleanliness(make_workspace):
         clean = report.part("cleanliness")
         assert clean.score == pytest.approx(1 - 1 / 5) and "cannot be parsed" in clean.advice
         (eng.root / "04-skills/broken.md").unlink()
-        (eng.root / "06-decisions/d.md").write_text(memory_text("d", "We picked sqlite for the cache.", type="decision"))
-        (eng.root / "08-rules/r.md").write_text(memory_text("r", "Never commit secrets to the repository.", type="rule"))
+        (eng.root / "06-decisions/d.md").write_text(
+            memory_text("d", "We picked sqlite for the cache.", type="decision")
+        )
+        (eng.root / "08-rules/r.md").write_text(
+            memory_text("r", "Never commit secrets to the repository.", type="rule")
+        )
         eng.reconcile()
         better = health_of(eng)
         assert better.part("balance").score > 0.4

@@ -5,6 +5,7 @@
 - a conflict: the pull is undone (the local commit and a person's uncommitted edit are intact, no
   rebase left half-done) and a ``sync_conflict`` governance finding says what happened.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
 from web_helpers import http
 
@@ -49,6 +49,7 @@ def git(root: Path, *args: str, check: bool = True) -> str:
 def clones(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A bare 'team' repository holding a workspace, and two clones of it (A runs the daemon)."""
     from ctxos.services.workspace import init_workspace
+
     seed = tmp_path / "seed"
     init_workspace(seed, seed_examples=False)
     (seed / "_config.yaml").write_text(SYNC_CONFIG)
@@ -77,21 +78,30 @@ def test_sync_pulls_and_pushes_in_step(tmp_path, daemon_factory):  # noqa: F811
     # Bob adds a memory and pushes; Ann's daemon pulls it and serves it.
     (b / "06-decisions").mkdir(exist_ok=True)
     (b / "06-decisions/use-postgres.md").write_text(
-        "---\nid: use-postgres\ntype: decision\nl0: Invoices are stored in Postgres\n---\nPostgres it is.\n")
+        "---\nid: use-postgres\ntype: decision\nl0: Invoices are stored in Postgres\n---\nPostgres it is.\n"
+    )
     git(b, "add", "-A")
     git(b, "commit", "-q", "-m", "Bob: postgres")
     git(b, "push", "-q")
     daemon.wait_for(lambda: daemon.has_memory("use-postgres"), 30, message="Bob's memory pulled and indexed")
     # Ann's agent saves; the sync pushes it; Bob pulls it.
-    daemon.call("save_memory", type="project", id="apollo", expected_version=1,
-                l0="Apollo is the billing service rewrite in Rust", content="Apollo ships in May.",
-                _client="claude-code via MCP")
-    daemon.wait_for(lambda: "save_memory: apollo (v2)" in git(bare, "log", "--format=%s", "main"), 30,
-                    message="the agent's commit pushed")
+    daemon.call(
+        "save_memory",
+        type="project",
+        id="apollo",
+        expected_version=1,
+        l0="Apollo is the billing service rewrite in Rust",
+        content="Apollo ships in May.",
+        _client="claude-code via MCP",
+    )
+    daemon.wait_for(
+        lambda: "save_memory: apollo (v2)" in git(bare, "log", "--format=%s", "main"),
+        30,
+        message="the agent's commit pushed",
+    )
     git(b, "pull", "-q", "--rebase")
     assert "Apollo ships in May." in (b / "03-projects/apollo.md").read_text()
-    assert git(b, "log", "-1", "--format=%an", "--", "03-projects/apollo.md").strip() == \
-        "ctxos (claude-code via MCP)"
+    assert git(b, "log", "-1", "--format=%an", "--", "03-projects/apollo.md").strip() == "ctxos (claude-code via MCP)"
     status = daemon.status()
     assert status["jobs"]["git_sync"]["last_ok"] is True
     assert status["jobs"]["git_sync"]["last_result"]["status"] == "ok"
@@ -106,7 +116,7 @@ def test_sync_conflict_becomes_a_finding_and_nothing_is_lost(tmp_path, daemon_fa
     git(a, "commit", "-q", "-am", "Ann: apollo")
     local_head = git(a, "rev-parse", "HEAD").strip()
     (a / "notes.txt").write_text("Ann's uncommitted notes\n")
-    git(a, "add", "notes.txt")                      # a person's staged work in progress
+    git(a, "add", "notes.txt")  # a person's staged work in progress
     daemon = daemon_factory(a, http=True)
 
     def finding():
@@ -128,11 +138,13 @@ def test_sync_conflict_becomes_a_finding_and_nothing_is_lost(tmp_path, daemon_fa
     # Bob's commit is on the remote, untouched.
     assert "Bob's version" in git(bare, "show", "main:03-projects/apollo.md")
     # The CLI shows it in the queue, and so does REST (the page's governance cards).
-    out = subprocess.run(["ctxos", "--workspace", str(a), "governance", "--json"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["ctxos", "--workspace", str(a), "governance", "--json"], capture_output=True, text=True, check=True
+    ).stdout
     assert any(f["kind"] == "sync_conflict" for f in json.loads(out)["findings"])
-    text = subprocess.run(["ctxos", "--workspace", str(a), "governance"], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        ["ctxos", "--workspace", str(a), "governance"], capture_output=True, text=True, check=True
+    ).stdout
     assert "Team sync stopped on a conflict (git)" in text and "git pull --rebase" in text
     cards = http("GET", daemon.http_url + "/api/governance").json()["findings"]
     card = next(f for f in cards if f["kind"] == "sync_conflict")

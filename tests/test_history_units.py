@@ -1,5 +1,6 @@
 """History's engine parts in process, with real git repositories in tmp (no daemon): which paths a
 commit takes, mode selection (no git binary, not a repository, ``off``), and the sync state."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ctxos.services.engine import Engine
-from ctxos.services.history import Actor, memory_history, scope
-from ctxos.services.history import gitrepo, sync as team_sync
+from ctxos.services.history import Actor, gitrepo, memory_history, scope
+from ctxos.services.history import sync as team_sync
 from ctxos.services.workspace import init_workspace
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -66,8 +66,10 @@ def test_workspace_inside_a_larger_repository(tmp_path):
         assert engine.history.mode() == "git"
         with scope(Actor("claude-code via MCP", "save_memory")):
             saved = engine.save_memory(type="decision", l0="Tabs are for indentation here", content="Tabs.")
-        assert git(outer, "log", "-1", "--format=%an|%s").strip() == \
-            f"ctxos (claude-code via MCP)|save_memory: {saved.id} (v1)"
+        assert (
+            git(outer, "log", "-1", "--format=%an|%s").strip()
+            == f"ctxos (claude-code via MCP)|save_memory: {saved.id} (v1)"
+        )
         assert git(outer, "show", "--name-only", "--format=", "HEAD").split() == [f"memory/{saved.rel_path}"]
         history = memory_history(engine, saved.id)
         assert [v["tool"] for v in history["versions"]] == ["save_memory"]
@@ -81,11 +83,11 @@ def test_mode_follows_the_workspace_and_the_config(tmp_path, monkeypatch):
     engine = Engine(root)
     engine.load()
     try:
-        assert engine.history.mode() == "journal"           # not a repository
+        assert engine.history.mode() == "journal"  # not a repository
         if shutil.which("git"):
             repo(root)
             assert engine.history.mode() == "git"
-            monkeypatch.setenv("PATH", str(tmp_path / "no-binaries"))   # a machine without git
+            monkeypatch.setenv("PATH", str(tmp_path / "no-binaries"))  # a machine without git
             assert engine.history.mode() == "journal"
         config = root / "_config.yaml"
         text = config.read_text()
@@ -167,8 +169,9 @@ def test_no_commit_during_a_persons_merge_then_caught_up(tmp_path):
         with scope(Actor("codex via MCP", "save_memory")):
             second = engine.save_memory(type="decision", l0="Rebases are fine on feature branches", content="Ok.")
         assert engine.history.status()["waiting_to_commit"] == []
-        assert sorted(git(root, "show", "--name-only", "--format=", "HEAD").split()) == \
-            sorted([first.rel_path, second.rel_path])
+        assert sorted(git(root, "show", "--name-only", "--format=", "HEAD").split()) == sorted(
+            [first.rel_path, second.rel_path]
+        )
         assert git(root, "log", "-1", "--format=%an").strip() == "ctxos (codex via MCP)"
         assert "Also written earlier by ctxos for codex via MCP" in git(root, "log", "-1", "--format=%B")
     finally:
@@ -186,17 +189,21 @@ def test_archiving_a_file_with_a_persons_uncommitted_edit_commits_their_edit_fir
     repo(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "mine")
-    note.write_text(note.read_text() + "Maybe in Redis.\n")          # the person's uncommitted edit
+    note.write_text(note.read_text() + "Maybe in Redis.\n")  # the person's uncommitted edit
     engine = Engine(root)
     engine.load()
     try:
         from ctxos.services.writes import archive_memory
+
         with scope(Actor("scheduler", "scratch_expiry job")):
             archive_memory(root, engine.store, "idea")
         log = git(root, "log", "--format=%an|%s").splitlines()
         assert log[:2] == ["ctxos (scheduler)|scratch_expiry job: idea", "Pat|edit on disk: 09-scratch/idea.md"], log
-        assert git(root, "show", "-M", "--name-status", "--format=", "HEAD").split() == \
-            ["R100", "09-scratch/idea.md", "_archive/09-scratch/idea.md"]
+        assert git(root, "show", "-M", "--name-status", "--format=", "HEAD").split() == [
+            "R100",
+            "09-scratch/idea.md",
+            "_archive/09-scratch/idea.md",
+        ]
         assert "Maybe in Redis." in git(root, "show", "HEAD~1:09-scratch/idea.md")
     finally:
         engine.close()

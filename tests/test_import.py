@@ -4,6 +4,7 @@ Real processes: the ``ctxos`` CLI as a subprocess against a real workspace (in-p
 and once through a real daemon's socket. The fixtures under tests/fixtures/import/ are the
 sources and must come out of every run byte for byte unchanged.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
-
 from ctxos.services.config import load_config
 from ctxos.services.importers import ImportError_, build_plan, detect, run_import
 from ctxos.services.importers.context_files import classify
 from ctxos.services.store import MemoryStore
 from ctxos.services.workspace import scan_workspace
+from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 SOURCES = {
@@ -33,8 +32,13 @@ SOURCES = {
 
 
 def ctxos(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ctxos.client", "-w", str(root), *args],
-                          capture_output=True, text=True, check=check, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxos.client", "-w", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=180,
+    )
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
@@ -56,7 +60,7 @@ def frontmatter(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8").split("---", 2)[1])
 
 
-EXPECTED = {   # id -> (type, a phrase of its l0)
+EXPECTED = {  # id -> (type, a phrase of its l0)
     "context-files": {
         "myapp-claude-overview": ("context", "guidance for working in this repository"),
         "myapp-claude-commands": ("skill", "Commands"),
@@ -106,13 +110,13 @@ def test_cli_import_dry_run_apply_and_rerun(make_workspace, fmt):
     before_ws = memory_files(root)
     dry = json.loads(ctxos(root, "import", str(SOURCES[fmt]), "--dry-run", "--json").stdout)
     assert dry["applied"] is False and dry["counts"] == {"create": len(EXPECTED[fmt])}
-    assert memory_files(root) == before_ws                               # a dry run writes nothing
+    assert memory_files(root) == before_ws  # a dry run writes nothing
     out = ctxos(root, "import", str(SOURCES[fmt]))
     assert f"{len(EXPECTED[fmt])} created" in out.stdout
     for item in json.loads(ctxos(root, "import", str(SOURCES[fmt]), "-n", "--json").stdout)["items"]:
-        assert item["action"] == "unchanged", item                      # idempotent
+        assert item["action"] == "unchanged", item  # idempotent
     store = store_of(root)
-    assert store.invalid_files() == []                                  # every memory is valid
+    assert store.invalid_files() == []  # every memory is valid
     for memory_id, (kind, phrase) in EXPECTED[fmt].items():
         memory = store.get(memory_id)
         assert memory is not None and memory.type == kind, memory_id
@@ -121,7 +125,7 @@ def test_cli_import_dry_run_apply_and_rerun(make_workspace, fmt):
         assert memory.metadata["imported_from"] and memory.metadata["import_hash"]
     again = ctxos(root, "import", str(SOURCES[fmt]), "--json")
     assert json.loads(again.stdout)["counts"] == {"unchanged": len(EXPECTED[fmt])}
-    assert snapshot(SOURCES[fmt]) == before_source                      # the source is never changed
+    assert snapshot(SOURCES[fmt]) == before_source  # the source is never changed
 
 
 def test_format_details(make_workspace):
@@ -143,7 +147,7 @@ def test_format_details(make_workspace):
     assert "Rebase feature branches before merging" in journal.tier_text("L2")
     assert "((65a1b2c3-0000-4000-8000-00000000ffff))" in journal.tier_text("L2")
     assert journal.related == ["logseq-project-alpha", "logseq-tools.git"] and str(journal.created) == "2024-01-31"
-    assert store.resolve_link("tools/git", alpha.rel_path) == "logseq-tools.git"   # [[links]] kept, resolved
+    assert store.resolve_link("tools/git", alpha.rel_path) == "logseq-tools.git"  # [[links]] kept, resolved
     # basic-memory: relations to related, observation #tags to tags, frontmatter kept
     brewing = store.get("bm-coffee-brewing-methods")
     assert brewing.related == ["bm-coffee-bean-origins"] and "brewing" in brewing.tags
@@ -164,8 +168,11 @@ def test_a_changed_source_updates_and_a_person_edit_wins(make_workspace, tmp_pat
     run_import(root, store_of(root), config, source)
     person = root / "01-context" / "mcp-dana-reyes.md"
     person.write_text(person.read_text() + "- Added by a person\n")
-    source.write_text(source.read_text().replace("Prefers async updates", "Prefers written updates")
-                      .replace("Rewritten in Rust in 2024", "Rewritten in Rust in 2025"))
+    source.write_text(
+        source.read_text()
+        .replace("Prefers async updates", "Prefers written updates")
+        .replace("Rewritten in Rust in 2024", "Rewritten in Rust in 2025")
+    )
     plan = run_import(root, store_of(root), config, source)
     results = {i.draft.id: (i.result, i.reason) for i in plan.items}
     assert results["mcp-dana-reyes"][0] == "skipped" and "edited since it was imported" in results["mcp-dana-reyes"][1]
@@ -182,20 +189,26 @@ def test_ids_taken_by_other_memories_are_skipped_and_bad_paths_refused(make_work
     assert dana.result == "skipped" and "is taken by 01-context/mcp-dana-reyes.md" in dana.reason
     assert (root / "01-context/mcp-dana-reyes.md").read_text() == "---\nid: mcp-dana-reyes\n---\nMine."
     (tmp_path / "notes.txt").write_text("plain")
-    for path, reason in ((tmp_path / "missing", "does not exist"), (tmp_path / "notes.txt", "not a format"),
-                         (tmp_path, "pass --format")):
+    for path, reason in (
+        (tmp_path / "missing", "does not exist"),
+        (tmp_path / "notes.txt", "not a format"),
+        (tmp_path, "pass --format"),
+    ):
         with pytest.raises(ImportError_, match=reason):
             build_plan(root, store_of(root), load_config(root), path)
 
 
-@pytest.mark.parametrize("heading,text,kind", [
-    ("Testing", "Run `pytest -q`.", "skill"),
-    ("Conventions", "- Use tabs", "rule"),
-    ("Notes", "- Always squash merges.\n- Never push to main.", "rule"),
-    ("Notes", "```bash\nmake\n```", "skill"),
-    ("Why we use Rust", "Speed.", "decision"),
-    ("Background", "The team is small.", "context"),
-])
+@pytest.mark.parametrize(
+    "heading,text,kind",
+    [
+        ("Testing", "Run `pytest -q`.", "skill"),
+        ("Conventions", "- Use tabs", "rule"),
+        ("Notes", "- Always squash merges.\n- Never push to main.", "rule"),
+        ("Notes", "```bash\nmake\n```", "skill"),
+        ("Why we use Rust", "Speed.", "decision"),
+        ("Background", "The team is small.", "context"),
+    ],
+)
 def test_classify(heading, text, kind):
     assert classify(heading, text) == kind
 
@@ -206,5 +219,5 @@ def test_import_through_a_real_daemon(make_workspace, daemon_factory):  # noqa: 
     daemon = daemon_factory(root)
     out = ctxos(root, "import", str(SOURCES["memory-mcp"]), "--json")
     assert "in-process" not in out.stderr and json.loads(out.stdout)["counts"] == {"created": 3}
-    assert daemon.has_memory("mcp-dana-reyes")                          # indexed before the reply
+    assert daemon.has_memory("mcp-dana-reyes")  # indexed before the reply
     assert "mcp-billing-service" in daemon.context_ids("who leads the billing team")

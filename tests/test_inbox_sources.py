@@ -3,6 +3,7 @@
 Promote runs as a real ``ctxos`` subprocess, in-process (no daemon) and through a real
 daemon's socket (its RPC, serialised with the daemon's other writes).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import write_files
-from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
-
 from ctxos.services.engine import Engine
 from ctxos.services.inbox import list_inbox, promote
 from ctxos.services.router import regenerate_router
 from ctxos.services.write_gate import WriteRefused
+from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
 
 CTXOS = [sys.executable, "-m", "ctxos.client"]
 
@@ -29,10 +28,12 @@ def ctxos(root: Path, *args: str, check: bool = True) -> subprocess.CompletedPro
 
 
 def test_sources_are_served_marked_and_read_only(make_workspace):
-    root = make_workspace({
-        "sources/rfc-9110.md": "# HTTP Semantics\n\nThe reference for status codes and caching headers.",
-        "04-skills/http.md": "---\nid: http\nl0: How we call HTTP APIs\n---\nUse retries on 503.",
-    })
+    root = make_workspace(
+        {
+            "sources/rfc-9110.md": "# HTTP Semantics\n\nThe reference for status codes and caching headers.",
+            "04-skills/http.md": "---\nid: http\nl0: How we call HTTP APIs\n---\nUse retries on 503.",
+        }
+    )
     engine = Engine(root)
     engine.load()
     source = engine.get_memory("rfc-9110")
@@ -52,12 +53,14 @@ def test_sources_are_served_marked_and_read_only(make_workspace):
 
 
 def test_promote_fills_frontmatter_and_refusals_keep_the_inbox_file(make_workspace):
-    root = make_workspace({
-        "inbox/Deploy Steps.md": "# Deploy steps\n\nRun make deploy. Then watch the canary.\n",
-        "inbox/tagged.md": "---\ntags: [ops]\ncustom: kept\n---\nRotate keys monthly.\n",
-        "inbox/broken.md": "---\ntags: [a\n---\nbody\n",
-        "04-skills/taken.md": "---\nid: taken\n---\nalready here\n",
-    })
+    root = make_workspace(
+        {
+            "inbox/Deploy Steps.md": "# Deploy steps\n\nRun make deploy. Then watch the canary.\n",
+            "inbox/tagged.md": "---\ntags: [ops]\ncustom: kept\n---\nRotate keys monthly.\n",
+            "inbox/broken.md": "---\ntags: [a\n---\nbody\n",
+            "04-skills/taken.md": "---\nid: taken\n---\nalready here\n",
+        }
+    )
     engine = Engine(root)
     engine.load()
     items = {i.path: i for i in list_inbox(root, engine.config)}
@@ -70,7 +73,7 @@ def test_promote_fills_frontmatter_and_refusals_keep_the_inbox_file(make_workspa
     meta = yaml.safe_load(text.split("---")[1])
     assert meta["id"] == "deploy-steps" and meta["type"] == "skill" and meta["version"] == 1
     assert meta["l0"] == "Deploy steps — Run make deploy." and meta["created"] and meta["modified"]
-    assert text.endswith("# Deploy steps\n\nRun make deploy. Then watch the canary.\n")   # body byte for byte
+    assert text.endswith("# Deploy steps\n\nRun make deploy. Then watch the canary.\n")  # body byte for byte
     promote(root, engine.store, engine.config, "inbox/tagged.md", "rule")
     kept = (root / "08-rules/tagged.md").read_text()
     assert "tags: [ops]\ncustom: kept\n" in kept and "type: rule" in kept
@@ -90,8 +93,9 @@ def test_promote_fills_frontmatter_and_refusals_keep_the_inbox_file(make_workspa
 
 
 def test_promote_over_the_byte_cap_is_refused_and_nothing_moves(make_workspace):
-    root = make_workspace({"_config.yaml": "limits:\n  max_file_bytes: 200\n",
-                           "inbox/big.md": "# Big\n\n" + "word " * 36})
+    root = make_workspace(
+        {"_config.yaml": "limits:\n  max_file_bytes: 200\n", "inbox/big.md": "# Big\n\n" + "word " * 36}
+    )
     engine = Engine(root)
     engine.load()
     before = (root / "inbox/big.md").read_bytes()
@@ -109,10 +113,11 @@ def test_cli_inbox_and_promote_in_process_and_through_the_daemon(make_workspace,
     done = ctxos(root, "promote", "inbox/one.md", "--type", "decision")
     assert "promoted inbox/one.md -> 06-decisions/one.md" in done.stdout and "in-process" in done.stderr
     daemon = daemon_factory(root)
-    moved = json.loads(ctxos(root, "promote", str(root / "inbox/two.md"), "-t", "task", "--id", "second",
-                             "--json").stdout)
+    moved = json.loads(
+        ctxos(root, "promote", str(root / "inbox/two.md"), "-t", "task", "--id", "second", "--json").stdout
+    )
     assert moved["to"] == "07-tasks/second.md" and moved["warning"] == ""
-    assert daemon.has_memory("second") and daemon.has_memory("one")      # indexed before the reply
+    assert daemon.has_memory("second") and daemon.has_memory("one")  # indexed before the reply
     assert not (root / "inbox/two.md").exists()
     refused = ctxos(root, "promote", "gone.md", "--type", "task", check=False)
     assert refused.returncode == 1 and "inbox/gone.md does not exist" in refused.stderr
@@ -121,7 +126,9 @@ def test_cli_inbox_and_promote_in_process_and_through_the_daemon(make_workspace,
 
 def test_sources_are_never_decay_candidates(make_workspace):
     from datetime import datetime, timedelta
+
     from ctxos.services.governance import GovernanceSettings, decay_findings
+
     old = "---\nmodified: 2020-01-01\n---\n# Old\n\nAn old reference."
     root = make_workspace({"sources/old-ref.md": old, "05-resources/old-note.md": old})
     engine = Engine(root)

@@ -1,4 +1,5 @@
 """The Whoosh index: checksums, incremental updates, rename, rebuild, recovery, concurrent readers."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,21 +7,29 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from ctxos.services.index import MemoryIndex, analyze
 from ctxos.services.model import Memory
 
 
 def mem(mid: str, body: str, *, path: str | None = None, l0: str | None = None, tags=(), kind="resource") -> Memory:
     rel = path or f"05-resources/{mid}.md"
-    return Memory(id=mid, type=kind, rel_path=rel, path=Path("/ws") / rel, l0=l0 or f"About {mid}",
-                  l1=body, l2="", tags=list(tags), checksum=hashlib.sha256(f"{mid}|{body}|{rel}|{l0}".encode()).hexdigest())
+    return Memory(
+        id=mid,
+        type=kind,
+        rel_path=rel,
+        path=Path("/ws") / rel,
+        l0=l0 or f"About {mid}",
+        l1=body,
+        l2="",
+        tags=list(tags),
+        checksum=hashlib.sha256(f"{mid}|{body}|{rel}|{l0}".encode()).hexdigest(),
+    )
 
 
 @pytest.fixture
 def index(tmp_path):
     ix = MemoryIndex(tmp_path / "index")
-    assert ix.open() is True          # new index: the caller must build it
+    assert ix.open() is True  # new index: the caller must build it
     assert ix.recovered == "index missing"
     yield ix
     ix.close()
@@ -107,8 +116,12 @@ def test_schema_version_change_triggers_rebuild(tmp_path):
 
 
 def test_matched_terms_and_restriction(index):
-    index.update([mem("pg", "connection pool sizing", l0="Postgres pool", tags=["database"]),
-                  mem("redis", "cache eviction policy", l0="Redis cache")])
+    index.update(
+        [
+            mem("pg", "connection pool sizing", l0="Postgres pool", tags=["database"]),
+            mem("redis", "cache eviction policy", l0="Redis cache"),
+        ]
+    )
     hits = index.search([("pool", 1.0), ("database", 0.6), ("cache", 1.0)], 10)
     by_id = {h.id: h for h in hits}
     assert by_id["pg"].matched >= {"pool", "databas"} and "cach" not in by_id["pg"].matched
@@ -139,8 +152,10 @@ def test_readers_see_committed_state_while_one_writer_commits(index):
         for i in range(40):
             index.update([mem(f"m{i}", f"churn number {i} words")])
             if i % 10 == 9:
-                index.rebuild([mem("stable", "anchor words always present")]
-                              + [mem(f"m{j}", f"churn number {j}") for j in range(i)])
+                index.rebuild(
+                    [mem("stable", "anchor words always present")]
+                    + [mem(f"m{j}", f"churn number {j}") for j in range(i)]
+                )
     finally:
         stop.set()
         for t in threads:
@@ -154,7 +169,7 @@ def test_single_updates_do_not_merge_every_commit(index):
     for i in range(5):
         index.update([mem(f"m{i}", f"text {i}")])
     segments = index.info()["segments"]
-    assert 1 < segments <= 8            # small commits add segments; merged only past MAX_SEGMENTS
+    assert 1 < segments <= 8  # small commits add segments; merged only past MAX_SEGMENTS
     for i in range(5, 20):
         index.update([mem(f"m{i}", f"text {i}")])
     assert index.info()["segments"] <= 9

@@ -1,11 +1,11 @@
 """Intent detection (issue 13): stemmed triggers, question patterns, the nearest-example classifier,
 and accuracy on a labelled set of 88 queries (tests/fixtures/intent_queries.tsv)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 from ctxos.services.config import default_config
 from ctxos.services.intent import detect_intent_detail
 from ctxos.services.semantic import PrototypeClassifier, load_model
@@ -35,11 +35,14 @@ def test_labelled_set_covers_every_intent():
     assert all(sum(1 for i, _ in rows if i == intent) >= 20 for intent in ("debug", "brainstorm", "recall", "default"))
 
 
-@pytest.mark.parametrize("query,intent,shown", [
-    ("why is this crashing", "debug", "'crash'"),
-    ("what should we build next", "brainstorm", "what should we build"),
-    ("what was the decision about X", "recall", "decision"),
-])
+@pytest.mark.parametrize(
+    "query,intent,shown",
+    [
+        ("why is this crashing", "debug", "'crash'"),
+        ("what should we build next", "brainstorm", "what should we build"),
+        ("what was the decision about X", "recall", "decision"),
+    ],
+)
 def test_seed_examples(query, intent, shown, classifier):
     got = detect_intent_detail(query, TRIGGERS, classifier)
     assert got.intent == intent

@@ -4,19 +4,18 @@ One real daemon (``python -m ctxos.daemon.main``, no HTTP) serves the module; ev
 test opens its own connection, sends one hostile line, checks the reply is valid
 JSON with the right code, then checks the *same* connection still answers.
 """
+
 from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import write_files
-from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
-
 from ctxos.daemon.rpc import INVALID_REQUEST, PARSE_ERROR
+from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
 """The MCP latency benchmark's small mode runs end to end (real daemon, stdio and HTTP clients)."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import shared_data
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mcp.py"
@@ -17,8 +17,12 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mcp.py"
 def test_bench_mcp_small(tmp_path):
     shared_data("tldr")
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--small", "--memories", "60", "--json", str(out)],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--small", "--memories", "60", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     rows = {r["transport"]: r for r in data["results"]}

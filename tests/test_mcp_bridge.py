@@ -7,6 +7,7 @@ any event, a dropped stream is noticed (else the session's one GET stream
 stays "in use" and every reconnect gets 409), oversize bodies are refused,
 and stopping the component does not wait on open streams.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,6 @@ import time
 
 import aiohttp
 import pytest
-
 from ctxos.daemon.http_server import HttpServerComponent
 from daemon_helpers import auth_headers
 
@@ -60,16 +60,24 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 
 
 async def _open_session(http: aiohttp.ClientSession, url: str) -> str:
-    async with http.post(url, data=_rpc("initialize", {
-            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}),
-            headers=HEADERS) as resp:
+    async with http.post(
+        url,
+        data=_rpc(
+            "initialize",
+            {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+        ),
+        headers=HEADERS,
+    ) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/event-stream")
         body = await resp.text()
         assert '"result"' in body and "serverInfo" in body
         session = resp.headers["mcp-session-id"]
-    async with http.post(url, data=_rpc("notifications/initialized", request_id=None),
-                         headers={**HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}) as resp:
+    async with http.post(
+        url,
+        data=_rpc("notifications/initialized", request_id=None),
+        headers={**HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL},
+    ) as resp:
         assert resp.status == 202
     return session
 
@@ -78,9 +86,11 @@ async def test_post_streams_result_and_tool_call_works(component):
     url = f"{component.url}/mcp"
     async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
-        async with http.post(url, data=_rpc("tools/call", {"name": "get_skill", "arguments": {"name": "tea"}}, 2),
-                             headers={**HEADERS, "mcp-session-id": session,
-                                      "mcp-protocol-version": PROTOCOL}) as resp:
+        async with http.post(
+            url,
+            data=_rpc("tools/call", {"name": "get_skill", "arguments": {"name": "tea"}}, 2),
+            headers={**HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL},
+        ) as resp:
             assert resp.status == 200
             body = await resp.text()
         event = json.loads(next(line[5:] for line in body.splitlines() if line.startswith("data:")))
@@ -93,9 +103,9 @@ async def test_dropped_get_stream_is_noticed_so_reconnect_works(component):
     async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
         headers["mcp-session-id"] = session
-        first = await asyncio.wait_for(http.get(url, headers=headers), 5)   # headers arrive before any event
+        first = await asyncio.wait_for(http.get(url, headers=headers), 5)  # headers arrive before any event
         assert first.status == 200 and first.headers["Content-Type"].startswith("text/event-stream")
-        first.close()                                                       # the client goes away
+        first.close()  # the client goes away
         deadline = time.monotonic() + 5
         while True:
             again = await asyncio.wait_for(http.get(url, headers=headers), 5)
@@ -124,8 +134,9 @@ async def test_stop_does_not_wait_on_open_streams(component):
     url = f"{component.url}/mcp"
     async with aiohttp.ClientSession(headers=auth_headers()) as http:
         session = await _open_session(http, url)
-        stream = await http.get(url, headers={"Accept": "text/event-stream", "mcp-session-id": session,
-                                              "mcp-protocol-version": PROTOCOL})
+        stream = await http.get(
+            url, headers={"Accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}
+        )
         assert stream.status == 200
         started = time.monotonic()
         await component.stop()
@@ -143,16 +154,18 @@ async def test_client_disconnects_are_not_logged_as_errors(component, caplog):
         session = await _open_session(http, url)
         headers = {**HEADERS, **auth_headers(), "mcp-session-id": session, "mcp-protocol-version": PROTOCOL}
         call = _rpc("tools/call", {"name": "get_context", "arguments": {"query": "tea"}}, request_id=7)
-        for _ in range(3):                       # a client that sends a call and hangs up at once
+        for _ in range(3):  # a client that sends a call and hangs up at once
             reader, writer = await asyncio.open_connection(host, int(port))
             head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(call)}\r\n\r\n"
-                         .encode() + call)
+            writer.write(
+                f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(call)}\r\n\r\n".encode()
+                + call
+            )
             await writer.drain()
             writer.close()
-            (await http.post(url, data=call, headers=headers)).close()   # one that stops reading
+            (await http.post(url, data=call, headers=headers)).close()  # one that stops reading
         stream = await http.get(url, headers={**headers, "Accept": "text/event-stream"})
-        stream.close()                                                      # a dropped GET stream
+        stream.close()  # a dropped GET stream
     await asyncio.sleep(1.0)
     errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []

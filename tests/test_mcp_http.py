@@ -4,6 +4,7 @@ The daemon is started as ``ctxos start`` starts it (``daemon_helpers``) with
 HTTP on a free loopback port; the tests use Streamable HTTP at ``/mcp``, the
 legacy SSE endpoint, and raw requests with forged Host/Origin headers.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -13,11 +14,10 @@ import socket
 
 import httpx2
 import pytest
+from daemon_helpers import auth_headers, daemon_factory  # noqa: F401  (fixture)
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-
-from daemon_helpers import auth_headers, daemon_factory  # noqa: F401  (fixture)
 from mcp_helpers import TOOLS, build_workspace, mcp_http_client, refusal_cases, snapshot
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -47,9 +47,14 @@ async def test_streamable_http_full_flow(daemon, workspace, tmp_path):
         assert not ctx.is_error and 0 < ctx.structured_content["tokens_used"] <= 300
         assert "no-secrets" in [s["id"] for s in ctx.structured_content["selected"]]
 
-        saved = await client.call_tool("save_memory", {
-            "type": "skill", "l0": "Rotate the quokka signing keys every quarter",
-            "content": "Quokka key rotation: generate, publish, retire the old key after a week."})
+        saved = await client.call_tool(
+            "save_memory",
+            {
+                "type": "skill",
+                "l0": "Rotate the quokka signing keys every quarter",
+                "content": "Quokka key rotation: generate, publish, retire the old key after a week.",
+            },
+        )
         assert not saved.is_error, saved.content
         new_id = saved.structured_content["id"]
         found = await client.call_tool("get_context", {"query": "quokka signing key rotation"})
@@ -64,14 +69,22 @@ async def test_streamable_http_full_flow(daemon, workspace, tmp_path):
         assert "rotated quokka keys" in (workspace / logged.structured_content["path"]).read_text()
 
         # a second writer updates the skill; the first one's stale version is refused
-        update = await client.call_tool("save_memory", {
-            "type": "skill", "id": new_id, "l0": "Rotate quokka keys quarterly", "content": "v2",
-            "expected_version": 1})
+        update = await client.call_tool(
+            "save_memory",
+            {
+                "type": "skill",
+                "id": new_id,
+                "l0": "Rotate quokka keys quarterly",
+                "content": "v2",
+                "expected_version": 1,
+            },
+        )
         assert not update.is_error and update.structured_content["version"] == 2
         daemon.wait_settled()
         before = snapshot(workspace)
-        stale = await client.call_tool("save_memory", {
-            "type": "skill", "id": new_id, "l0": "stale", "content": "stale", "expected_version": 1})
+        stale = await client.call_tool(
+            "save_memory", {"type": "skill", "id": new_id, "l0": "stale", "content": "stale", "expected_version": 1}
+        )
         assert stale.is_error and "changed since you read it" in stale.content[0].text
         for args, message in refusal_cases(workspace):
             result = await client.call_tool("save_memory", args)
@@ -91,15 +104,29 @@ async def test_legacy_sse_endpoint(daemon):
             assert not result.is_error and result.structured_content["tokens_used"] <= 200
 
 
-_INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}})
+_INIT = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+)
 
 
 def _post(port: int, headers: dict[str, str], path: str = "/mcp") -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.putrequest("POST", path, skip_host=True, skip_accept_encoding=True)
-    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "Content-Length": str(len(_INIT)), **auth_headers()}
+    base = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Content-Length": str(len(_INIT)),
+        **auth_headers(),
+    }
     for key, value in {**base, **headers}.items():
         conn.putheader(key, value)
     conn.endheaders(_INIT.encode())

@@ -5,6 +5,7 @@ probed with raw HTTP requests (so the Host header can be forged the way a
 DNS-rebinding page would). The end-to-end version against a running daemon
 is in ``test_mcp_http.py``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,6 @@ import socket
 
 import pytest
 from aiohttp import web
-
 from ctxos.daemon.http_security import SecurityPolicy, policy_from_config, security_middleware
 from ctxos.daemon.http_server import HttpPortInUse, bind_loopback
 
@@ -24,8 +24,8 @@ def test_policy_allows_only_own_loopback_host_and_origin():
     assert policy.check("/mcp", "localhost:4100", "http://localhost:4100", None) is None
     assert policy.check("/mcp", "[::1]:4100", "http://127.0.0.1:4100", None) is None
     assert policy.check("/mcp", "evil.example:4100", None, None)[0] == 421
-    assert policy.check("/mcp", "localhost", None, None)[0] == 421          # no port
-    assert policy.check("/mcp", "127.0.0.1:4101", None, None)[0] == 421     # another port
+    assert policy.check("/mcp", "localhost", None, None)[0] == 421  # no port
+    assert policy.check("/mcp", "127.0.0.1:4101", None, None)[0] == 421  # another port
     assert policy.check("/mcp", None, None, None)[0] == 421
     assert policy.check("/mcp", "127.0.0.1:4100", "http://evil.example", None)[0] == 403
     assert policy.check("/mcp", "127.0.0.1:4100", "null", None)[0] == 403
@@ -43,7 +43,7 @@ def test_policy_token():
     assert policy.check("/mcp", "127.0.0.1:4100", None, "Basic s3cret")[0] == 401
     assert policy.check("/mcp", "127.0.0.1:4100", None, "Bearer s3cret") is None
     assert policy.check("/api/x", "127.0.0.1:4100", None, "bearer s3cret") is None
-    assert policy.check("/app.js", "127.0.0.1:4100", None, None) is None    # static needs no token
+    assert policy.check("/app.js", "127.0.0.1:4100", None, None) is None  # static needs no token
     assert policy_from_config(4100, "").token is None
     assert policy_from_config(4100, None).token is None
 

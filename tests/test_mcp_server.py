@@ -7,15 +7,15 @@ component uses in the daemon. The process-level tests (stdio subprocess,
 HTTP against a running daemon) are in ``test_mcp_stdio.py`` and
 ``test_mcp_http.py``.
 """
+
 from __future__ import annotations
 
 import asyncio
 import re
 
 import pytest
-from mcp import Client
-
 from ctxos.daemon.mcp_server import RegistryBackend, build_mcp_server
+from mcp import Client
 from mcp_helpers import TOOLS, build_workspace, refusal_cases, snapshot
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +73,7 @@ async def test_get_context_within_budget(client, ctx):
     assert count_tokens(data["rendered"]) <= 250
     assert result.content[0].text == data["rendered"]
     ids = [s["id"] for s in data["selected"]]
-    assert "no-secrets" in ids                      # rules first
+    assert "no-secrets" in ids  # rules first
     assert {"deploy-checklist", "apollo"} & set(ids + data["catalog_ids"])
     for s in data["selected"]:
         assert s["tier"] in {"L0", "L1", "L2"} and s["tokens"] >= 0 and 0.0 <= s["score"] <= 1.0
@@ -88,10 +88,16 @@ async def test_get_context_within_budget(client, ctx):
 
 
 async def test_save_then_found_by_next_get_context_then_update(client, workspace):
-    saved = await client.call_tool("save_memory", {
-        "type": "decision", "l0": "Use zebra-stripe retries for flaky webhooks",
-        "content": "We retry webhook deliveries with zebra-stripe backoff: 1s, 4s, 16s.",
-        "tags": ["webhooks", "retries"], "importance": 0.7})
+    saved = await client.call_tool(
+        "save_memory",
+        {
+            "type": "decision",
+            "l0": "Use zebra-stripe retries for flaky webhooks",
+            "content": "We retry webhook deliveries with zebra-stripe backoff: 1s, 4s, 16s.",
+            "tags": ["webhooks", "retries"],
+            "importance": 0.7,
+        },
+    )
     assert not saved.is_error, saved.content
     out = saved.structured_content
     assert out["created"] and out["version"] == 1 and out["path"].startswith("06-decisions/")
@@ -101,9 +107,16 @@ async def test_save_then_found_by_next_get_context_then_update(client, workspace
     found = await client.call_tool("get_context", {"query": "zebra-stripe webhook retries"})
     assert out["id"] in [s["id"] for s in found.structured_content["selected"]]
 
-    updated = await client.call_tool("save_memory", {
-        "type": "decision", "id": out["id"], "l0": "Use zebra-stripe retries (max 5) for webhooks",
-        "content": "Retry with zebra-stripe backoff, at most five times.", "expected_version": 1})
+    updated = await client.call_tool(
+        "save_memory",
+        {
+            "type": "decision",
+            "id": out["id"],
+            "l0": "Use zebra-stripe retries (max 5) for webhooks",
+            "content": "Retry with zebra-stripe backoff, at most five times.",
+            "expected_version": 1,
+        },
+    )
     assert not updated.is_error, updated.content
     assert updated.structured_content["version"] == 2 and not updated.structured_content["created"]
     assert "version: 2" in (workspace / out["path"]).read_text()
@@ -126,9 +139,10 @@ async def test_file_changed_on_disk_since_read_is_not_clobbered(client, workspac
     path = workspace / "04-skills" / "rust-errors.md"
     path.write_text(path.read_text().replace("anyhow with context", "anyhow, edited by a person"))
     before = snapshot(workspace)
-    result = await client.call_tool("save_memory", {
-        "type": "skill", "id": "rust-errors", "content": "agent text", "l0": "agent",
-        "expected_version": version})
+    result = await client.call_tool(
+        "save_memory",
+        {"type": "skill", "id": "rust-errors", "content": "agent text", "l0": "agent", "expected_version": version},
+    )
     assert result.is_error and "edited on disk" in result.content[0].text
     assert snapshot(workspace) == before
 
@@ -150,9 +164,9 @@ async def test_get_skill_by_id_title_and_file_name(client):
     by_id = await client.call_tool("get_skill", {"name": "deploy-checklist"})
     assert by_id.structured_content["id"] == "deploy-checklist"
     assert by_id.structured_content["matched"] is True and by_id.structured_content["matched_by"] == "id"
-    assert "Watch the error dashboards" in by_id.structured_content["text"]       # full L2 text
+    assert "Watch the error dashboards" in by_id.structured_content["text"]  # full L2 text
     assert "Watch the error dashboards" in by_id.content[0].text
-    by_title = await client.call_tool("get_skill", {"name": "rust ERROR handling"})   # any case
+    by_title = await client.call_tool("get_skill", {"name": "rust ERROR handling"})  # any case
     assert by_title.structured_content["id"] == "rust-errors"
     assert by_title.structured_content["matched_by"] == "title"
     by_file = await client.call_tool("get_skill", {"name": "04-skills/Deploy-Checklist.md"})
@@ -161,10 +175,10 @@ async def test_get_skill_by_id_title_and_file_name(client):
 
 
 async def test_get_skill_refuses_an_exact_non_skill_and_names_its_type(client):
-    not_a_skill = await client.call_tool("get_skill", {"name": "apollo"})      # a project, not a skill
+    not_a_skill = await client.call_tool("get_skill", {"name": "apollo"})  # a project, not a skill
     assert not_a_skill.is_error
     assert "'apollo' is a project, not a skill" in not_a_skill.content[0].text
-    rule = await client.call_tool("get_skill", {"name": "no-secrets"})          # a rule named exactly
+    rule = await client.call_tool("get_skill", {"name": "no-secrets"})  # a rule named exactly
     assert rule.is_error and "is a rule, not a skill" in rule.content[0].text
     assert "memory://no-secrets" in rule.content[0].text
 
@@ -174,7 +188,7 @@ async def test_get_skill_near_miss_is_an_error_listing_the_closest_skills(client
     assert near.is_error, near.content
     text = near.content[0].text
     assert "no skill named 'deploy checklists'" in text and "Closest skills by name: deploy-checklist" in text
-    assert near.structured_content is None                                      # no memory in the answer
+    assert near.structured_content is None  # no memory in the answer
     missing = await client.call_tool("get_skill", {"name": "qwxzv-nothing-like-this"})
     assert missing.is_error and "no skill named" in missing.content[0].text
 
@@ -193,8 +207,9 @@ async def test_log_session_creates_day_file_and_parallel_appends_keep_every_line
     text = (workspace / rel).read_text()
     assert text.startswith("---\n") and "type: daily" in text and "started work on apollo" in text
 
-    results = await asyncio.gather(*(client.call_tool("log_session", {"event": f"parallel event {i:02d}"})
-                                     for i in range(20)))
+    results = await asyncio.gather(
+        *(client.call_tool("log_session", {"event": f"parallel event {i:02d}"}) for i in range(20))
+    )
     assert not any(r.is_error for r in results)
     lines = (workspace / rel).read_text().splitlines()
     entries = [line for line in lines if "parallel event" in line]
@@ -230,8 +245,16 @@ async def test_save_with_stale_checksum_is_a_tool_error(client, workspace):
     path = workspace / text.split("path: ", 1)[1].split()[0]
     edited = path.read_text().replace("\n---\n", "\n---\nA person's line.\n", 1)
     path.write_text(edited)
-    result = await client.call_tool("save_memory", {
-        "type": "skill", "id": "deploy-checklist", "content": "agent text", "l0": "agent",
-        "expected_version": version, "expected_checksum": checksum})
+    result = await client.call_tool(
+        "save_memory",
+        {
+            "type": "skill",
+            "id": "deploy-checklist",
+            "content": "agent text",
+            "l0": "agent",
+            "expected_version": version,
+            "expected_checksum": checksum,
+        },
+    )
     assert result.is_error and "checksum differs" in result.content[0].text
     assert path.read_text() == edited

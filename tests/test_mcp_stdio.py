@@ -4,6 +4,7 @@ It serves the daemon's engine state through the Unix socket: with a daemon
 already running (a write through stdio is visible to the daemon at once), and
 with none running, in which case it starts one (detached) and leaves it up.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,10 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp import Client, StdioServerParameters
-
 from ctxos.client import DaemonClient, DaemonError
 from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
+from mcp import Client, StdioServerParameters
 from mcp_helpers import TOOLS, build_workspace, refusal_cases, snapshot
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -28,8 +28,11 @@ CTXOS = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
 
 def _params(root: Path, *extra: str, runtime_dir: str | None = None) -> StdioServerParameters:
     # The SDK passes a minimal environment to the child: add the test's runtime dir.
-    env = {"CTXOS_RUNTIME_DIR": runtime_dir or os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ.get("PATH", ""),
-           "HOME": os.environ.get("HOME", "/tmp")}
+    env = {
+        "CTXOS_RUNTIME_DIR": runtime_dir or os.environ["CTXOS_RUNTIME_DIR"],
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
     # ... and its own config and state dirs: a started daemon registers the workspace there.
     env.update({name: os.environ[name] for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME") if name in os.environ})
     return StdioServerParameters(command=CTXOS, args=["--workspace", str(root), "mcp", *extra], env=env)
@@ -44,9 +47,15 @@ async def test_stdio_against_running_daemon(make_workspace, tmp_path, daemon_fac
         ctx = await client.call_tool("get_context", {"query": "apollo billing rust", "budget_tokens": 200})
         assert not ctx.is_error and 0 < ctx.structured_content["tokens_used"] <= 200
 
-        saved = await client.call_tool("save_memory", {
-            "type": "project", "l0": "Pelican is the new search indexer",
-            "content": "Pelican indexes the product catalog nightly.", "tags": ["search"]})
+        saved = await client.call_tool(
+            "save_memory",
+            {
+                "type": "project",
+                "l0": "Pelican is the new search indexer",
+                "content": "Pelican indexes the product catalog nightly.",
+                "tags": ["search"],
+            },
+        )
         assert not saved.is_error, saved.content
         new_id = saved.structured_content["id"]
         # same engine state: the daemon sees it at once, and so does the next get_context
@@ -77,8 +86,12 @@ def _set_http_port_zero(root: Path) -> None:
 
 
 async def test_stdio_starts_the_daemon_when_none_runs(make_workspace):
-    root = make_workspace({"04-skills/tea.md": "---\nid: tea\ntype: skill\nl0: Brew green tea at 80C\n---\n"
-                                               "# Green Tea\nBrew at 80C for two minutes.\n"})
+    root = make_workspace(
+        {
+            "04-skills/tea.md": "---\nid: tea\ntype: skill\nl0: Brew green tea at 80C\n---\n"
+            "# Green Tea\nBrew at 80C for two minutes.\n"
+        }
+    )
     _set_http_port_zero(root)
     client_probe = DaemonClient.for_workspace(root, timeout=5)
     assert not client_probe.is_alive()
@@ -87,7 +100,7 @@ async def test_stdio_starts_the_daemon_when_none_runs(make_workspace):
         async with Client(_params(root)) as client:
             skill = await client.call_tool("get_skill", {"name": "tea"})
             assert "two minutes" in skill.structured_content["text"]
-        status = client_probe.call("status")           # the daemon outlives the stdio session
+        status = client_probe.call("status")  # the daemon outlives the stdio session
         pid = status["pid"]
         assert status["workspace"] == str(root.resolve())
     finally:
@@ -112,8 +125,13 @@ def test_no_start_flag_fails_clearly(make_workspace):
     import subprocess
 
     root = make_workspace({})
-    proc = subprocess.run([CTXOS, "--workspace", str(root), "mcp", "--no-start"], capture_output=True,
-                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [CTXOS, "--workspace", str(root), "mcp", "--no-start"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2
     assert "no ctxos daemon runs" in proc.stderr and proc.stdout == ""
 

@@ -1,20 +1,20 @@
 """Parsing and writing memory files: defaults, tiers, links, every kind of bad input, round trips."""
+
 from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
 
 import pytest
-
-from ctxos.services.memory_file import (MemoryFileError, parse_memory, split_tiers,
-                                        update_frontmatter, extract_wikilinks)
+from ctxos.services.memory_file import MemoryFileError, extract_wikilinks, parse_memory, split_tiers, update_frontmatter
 
 
 def parse(text: str | bytes, rel: str = "04-skills/x.md", max_bytes: int = 10_000):
     raw = text.encode() if isinstance(text, str) else text
     folder = {"04-skills": "skill", "08-rules": "rule"}.get(rel.split("/")[0])
-    return parse_memory(raw, rel_path=rel, path=Path("/ws") / rel, folder_type=folder,
-                        mtime=1_700_000_000.0, max_bytes=max_bytes)
+    return parse_memory(
+        raw, rel_path=rel, path=Path("/ws") / rel, folder_type=folder, mtime=1_700_000_000.0, max_bytes=max_bytes
+    )
 
 
 FULL = """---
@@ -69,22 +69,25 @@ def test_outside_ontology_defaults_to_resource_and_first_sentence():
     assert m.type == "resource" and m.l0 == "a — Plain note."
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("---\ntags: [a\n---\nbody", "broken YAML"),
-    ("---\n- a\n- b\n---\nbody", "must be a mapping"),
-    ("---\ntype: widget\n---\nbody", "unknown type 'widget'"),
-    ("---\ntype: [skill]\n---\nbody", "type must be a word"),
-    ("---\nimportance: 1.5\n---\nbody", "outside 0.0-1.0"),
-    ("---\nimportance: high\n---\nbody", "importance must be a number"),
-    ("---\ncreated: yesterday\n---\nbody", "is not a date"),
-    ("---\nmodified: 2026-13-45\n---\nbody", "YAML cannot build: month must be in 1..12"),
-    ("---\nversion: 1.2.3\n---\nbody", "version must be a whole number"),
-    ("---\nalways_load: maybe\n---\nbody", "always_load must be true or false"),
-    ("---\nid: x\nbody without closing fence", "no closing"),
-    ("", "empty file"),
-    ("   \n\n", "empty file"),
-    ("---\nid: x\n---\n\n", "no content"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("---\ntags: [a\n---\nbody", "broken YAML"),
+        ("---\n- a\n- b\n---\nbody", "must be a mapping"),
+        ("---\ntype: widget\n---\nbody", "unknown type 'widget'"),
+        ("---\ntype: [skill]\n---\nbody", "type must be a word"),
+        ("---\nimportance: 1.5\n---\nbody", "outside 0.0-1.0"),
+        ("---\nimportance: high\n---\nbody", "importance must be a number"),
+        ("---\ncreated: yesterday\n---\nbody", "is not a date"),
+        ("---\nmodified: 2026-13-45\n---\nbody", "YAML cannot build: month must be in 1..12"),
+        ("---\nversion: 1.2.3\n---\nbody", "version must be a whole number"),
+        ("---\nalways_load: maybe\n---\nbody", "always_load must be true or false"),
+        ("---\nid: x\nbody without closing fence", "no closing"),
+        ("", "empty file"),
+        ("   \n\n", "empty file"),
+        ("---\nid: x\n---\n\n", "no content"),
+    ],
+)
 def test_bad_inputs_have_reasons(text, reason):
     with pytest.raises(MemoryFileError, match=reason):
         parse(text)
@@ -114,28 +117,50 @@ def test_wikilinks_dedupe_and_anchor():
 
 
 def test_wikilinks_the_obsidian_way():
-    body = ("| a | [[Basic syntax\\|Markdown]] |\n"          # escaped pipe inside a table
-            "![[Engelbart.jpg|100]] ![[lucide-cog.svg#icon]] [[Doc.pdf]] ![[Board.canvas]]\n"
-            "![[Embedded note]] [[Sync/Security and privacy#^sync-geo-regions|regions]] [[#Local heading]]\n"
-            "[[Shown text|dendron://vault/a.b.c#anchor]] [[dev.design]] `[[not a link]]`\n")
-    assert extract_wikilinks(body) == ["Basic syntax|Markdown", "Embedded note",
-                                       "Sync/Security and privacy|regions", "Shown text|a.b.c", "dev.design"]
+    body = (
+        "| a | [[Basic syntax\\|Markdown]] |\n"  # escaped pipe inside a table
+        "![[Engelbart.jpg|100]] ![[lucide-cog.svg#icon]] [[Doc.pdf]] ![[Board.canvas]]\n"
+        "![[Embedded note]] [[Sync/Security and privacy#^sync-geo-regions|regions]] [[#Local heading]]\n"
+        "[[Shown text|dendron://vault/a.b.c#anchor]] [[dev.design]] `[[not a link]]`\n"
+    )
+    assert extract_wikilinks(body) == [
+        "Basic syntax|Markdown",
+        "Embedded note",
+        "Sync/Security and privacy|regions",
+        "Shown text|a.b.c",
+        "dev.design",
+    ]
 
 
-@pytest.mark.parametrize("text,rel,l0", [
-    # a sub-heading is never the summary (Obsidian's "Cards view" used to read "Settings")
-    ("---\npermalink: bases/views/cards\n---\nCards is a type of [[Views|view]] you can use in "
-     "[[Introduction to Bases|Bases]].\n\n## Settings\n\nCard size.", "Bases/Cards view.md",
-     "Cards view — Cards is a type of view you can use in Bases."),
-    ("## Toolbar\n\n- ![[lucide-table.svg#icon]] **View menu** — create views.", "Views.md",
-     "Views — View menu — create views."),
-    ("---\ntitle: Fancy\n---\n# Ignored H1\n\n> [!note] Callouts are *read* as text.", "x.md",
-     "Fancy — Callouts are read as text."),
-    ("# Templates\n\nTemplates is a core plugin.", "Plugins/Templates.md", "Templates is a core plugin."),
-    ("```\ncode. first\n```\n\nAfter [the code](https://x.y) comes prose.", "a.md",
-     "a — After the code comes prose."),
-    ("---\ntitle: Only a title\n---\n", "b.md", "Only a title"),
-])
+@pytest.mark.parametrize(
+    "text,rel,l0",
+    [
+        # a sub-heading is never the summary (Obsidian's "Cards view" used to read "Settings")
+        (
+            "---\npermalink: bases/views/cards\n---\nCards is a type of [[Views|view]] you can use in "
+            "[[Introduction to Bases|Bases]].\n\n## Settings\n\nCard size.",
+            "Bases/Cards view.md",
+            "Cards view — Cards is a type of view you can use in Bases.",
+        ),
+        (
+            "## Toolbar\n\n- ![[lucide-table.svg#icon]] **View menu** — create views.",
+            "Views.md",
+            "Views — View menu — create views.",
+        ),
+        (
+            "---\ntitle: Fancy\n---\n# Ignored H1\n\n> [!note] Callouts are *read* as text.",
+            "x.md",
+            "Fancy — Callouts are read as text.",
+        ),
+        ("# Templates\n\nTemplates is a core plugin.", "Plugins/Templates.md", "Templates is a core plugin."),
+        (
+            "```\ncode. first\n```\n\nAfter [the code](https://x.y) comes prose.",
+            "a.md",
+            "a — After the code comes prose.",
+        ),
+        ("---\ntitle: Only a title\n---\n", "b.md", "Only a title"),
+    ],
+)
 def test_l0_is_title_plus_first_sentence(text, rel, l0):
     assert parse(text, rel=rel).l0 == l0
 
@@ -145,7 +170,7 @@ def test_update_frontmatter_round_trip_and_targeted_edit():
     edited = update_frontmatter(FULL, {"version": 4, "importance": 0.9, "new_key": "v"})
     assert "version: 4\n" in edited and "importance: 0.9\n" in edited and "new_key: v\n---" in edited
     assert "custom_key: {nested: [1, 2]}   # a comment the person wrote\n" in edited
-    assert edited.split("---\n", 2)[2] == FULL.split("---\n", 2)[2]   # body byte-for-byte
+    assert edited.split("---\n", 2)[2] == FULL.split("---\n", 2)[2]  # body byte-for-byte
     multi = "---\ntags:\n- a\n- b\nid: x\n---\nbody\n"
     assert update_frontmatter(multi, {"tags": ["c"]}) == "---\ntags: [c]\nid: x\n---\nbody\n"
 

@@ -4,6 +4,7 @@
 SDK's stdio client) and ``/w/<name>/mcp`` (the SDK's Streamable HTTP client)
 each answer from that workspace's memories only.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,8 +30,14 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def ctxos(*args: str, check: bool = True, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([CTXOS, *args], capture_output=True, text=True, timeout=timeout,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [CTXOS, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+    )
     if check and out.returncode != 0:
         raise AssertionError(f"ctxos {' '.join(args)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return out
@@ -61,23 +67,38 @@ def _stop_all(pid: int | None) -> None:
 @pytest.fixture
 def two_workspaces(make_workspace):
     """alpha (the default: HTTP on a free port, with a token) and beta, each with its own skill."""
-    alpha = make_workspace({
-        "_config.yaml": f"daemon:\n  http_port: 0\n  http_token: {TOKEN}\n",
-        "04-skills/alpaca-shearing.md": memory_text("alpaca-shearing", "Shear the alpacas in May with the "
-                                                    "quiet clippers.", type="skill", l0="Alpaca shearing in May"),
-    })
-    beta = make_workspace({
-        "04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive gently before opening the "
-                                                "bee boxes.", type="skill", l0="Bee smoking before opening"),
-    })
+    alpha = make_workspace(
+        {
+            "_config.yaml": f"daemon:\n  http_port: 0\n  http_token: {TOKEN}\n",
+            "04-skills/alpaca-shearing.md": memory_text(
+                "alpaca-shearing",
+                "Shear the alpacas in May with the quiet clippers.",
+                type="skill",
+                l0="Alpaca shearing in May",
+            ),
+        }
+    )
+    beta = make_workspace(
+        {
+            "04-skills/bee-smoking.md": memory_text(
+                "bee-smoking",
+                "Smoke the hive gently before opening the bee boxes.",
+                type="skill",
+                l0="Bee smoking before opening",
+            ),
+        }
+    )
     ctxos("workspace", "add", str(alpha), "--name", "alpha")
     ctxos("workspace", "add", str(beta), "--name", "beta")
     return alpha, beta
 
 
 def _stdio(name: str) -> StdioServerParameters:
-    env = {key: os.environ[key] for key in ("CTXOS_RUNTIME_DIR", "PATH", "HOME", "XDG_CONFIG_HOME",
-                                            "XDG_STATE_HOME", "XDG_CACHE_HOME") if key in os.environ}
+    env = {
+        key: os.environ[key]
+        for key in ("CTXOS_RUNTIME_DIR", "PATH", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+        if key in os.environ
+    }
     return StdioServerParameters(command=CTXOS, args=["mcp", "--workspace", name, "--no-start"], env=env)
 
 
@@ -97,13 +118,17 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
         base = first["http"]
         assert base and base in started.stdout
         second = _status("beta")
-        assert second["pid"] == pid and second["state"] == "idle"         # loaded on first use
+        assert second["pid"] == pid and second["state"] == "idle"  # loaded on first use
         assert second["http"] == f"{base}/w/beta"
-        assert {item["name"]: item["loaded"] for item in second["workspaces"]["items"]} == \
-            {"alpha": True, "beta": False}
+        assert {item["name"]: item["loaded"] for item in second["workspaces"]["items"]} == {
+            "alpha": True,
+            "beta": False,
+        }
 
-        for name, own, other in (("alpha", "alpaca-shearing", "bee-smoking"),
-                                 ("beta", "bee-smoking", "alpaca-shearing")):
+        for name, own, other in (
+            ("alpha", "alpaca-shearing", "bee-smoking"),
+            ("beta", "bee-smoking", "alpaca-shearing"),
+        ):
             async with Client(_stdio(name)) as client:
                 result = await client.call_tool("get_context", {"query": "alpaca shearing bee smoking hive"})
                 ids = _context_ids(result.structured_content)
@@ -113,20 +138,24 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
         assert _status("beta")["state"] == "ready"
 
         async with httpx2.AsyncClient(headers=BEARER) as http_client:
-            for path, own, other in (("/w/alpha/mcp", "alpaca-shearing", "bee-smoking"),
-                                     ("/w/beta/mcp", "bee-smoking", "alpaca-shearing"),
-                                     ("/mcp", "alpaca-shearing", "bee-smoking")):
+            for path, own, other in (
+                ("/w/alpha/mcp", "alpaca-shearing", "bee-smoking"),
+                ("/w/beta/mcp", "bee-smoking", "alpaca-shearing"),
+                ("/mcp", "alpaca-shearing", "bee-smoking"),
+            ):
                 async with streamable_http_client(base + path, http_client=http_client) as (read, write):
                     async with ClientSession(read, write) as session:
                         await session.initialize()
-                        result = await session.call_tool("get_context",
-                                                         {"query": "alpaca shearing bee smoking hive"})
+                        result = await session.call_tool("get_context", {"query": "alpaca shearing bee smoking hive"})
                         ids = _context_ids(result.structured_content)
                         assert own in ids and other not in ids, (path, ids)
-        async with httpx2.AsyncClient() as anonymous:          # the token guards /w/<name>/ too
+        async with httpx2.AsyncClient() as anonymous:  # the token guards /w/<name>/ too
             for path in ("/w/beta/mcp", "/w/beta/api/status"):
-                response = await anonymous.post(base + path, json={}) if path.endswith("mcp") \
+                response = (
+                    await anonymous.post(base + path, json={})
+                    if path.endswith("mcp")
                     else await anonymous.get(base + path)
+                )
                 assert response.status_code == 401, path
         async with httpx2.AsyncClient(headers=BEARER) as api:
             moved = await api.get(base + "/w/beta")
@@ -159,13 +188,12 @@ async def test_one_start_serves_two_workspaces_over_stdio_and_http(two_workspace
 @pytest.mark.anyio
 async def test_start_for_a_second_workspace_joins_the_running_daemon(make_workspace) -> None:
     alpha = make_workspace({"_config.yaml": f"daemon:\n  http_port: 0\n  http_token: {TOKEN}\n"})
-    beta = make_workspace({"04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive.",
-                                                                    type="skill")})
+    beta = make_workspace({"04-skills/bee-smoking.md": memory_text("bee-smoking", "Smoke the hive.", type="skill")})
     ctxos("-w", str(alpha), "start", "--no-tray")
     pid = None
     try:
         pid = _status(str(alpha))["pid"]
-        joined = ctxos("-w", str(beta), "start")                    # registers beta, SIGHUP to the daemon
+        joined = ctxos("-w", str(beta), "start")  # registers beta, SIGHUP to the daemon
         assert "serves 2 workspace(s)" in joined.stdout
         status = _status(str(beta))
         assert status["pid"] == pid and status["state"] == "ready" and status["memories"] == 1
@@ -196,19 +224,30 @@ async def test_start_for_a_second_workspace_joins_the_running_daemon(make_worksp
 
 @pytest.mark.anyio
 async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_workspace) -> None:
-    global_ws = make_workspace({
-        "04-skills/commit-messages.md": memory_text(
-            "commit-messages", "Write commit messages in the imperative mood, with a short subject line.",
-            type="skill", l0="Commit messages: imperative mood, short subject"),
-        "08-rules/never-commit-secrets.md": memory_text(
-            "never-commit-secrets", "Never commit secrets, tokens or passwords to any repository.",
-            type="rule", l0="Never commit secrets"),
-    })
-    project = make_workspace({
-        "_config.yaml": "federate: [global]\n",
-        "03-projects/zebra-shop.md": memory_text("zebra-shop", "The zebra shop sells striped umbrellas.",
-                                                 type="project"),
-    })
+    global_ws = make_workspace(
+        {
+            "04-skills/commit-messages.md": memory_text(
+                "commit-messages",
+                "Write commit messages in the imperative mood, with a short subject line.",
+                type="skill",
+                l0="Commit messages: imperative mood, short subject",
+            ),
+            "08-rules/never-commit-secrets.md": memory_text(
+                "never-commit-secrets",
+                "Never commit secrets, tokens or passwords to any repository.",
+                type="rule",
+                l0="Never commit secrets",
+            ),
+        }
+    )
+    project = make_workspace(
+        {
+            "_config.yaml": "federate: [global]\n",
+            "03-projects/zebra-shop.md": memory_text(
+                "zebra-shop", "The zebra shop sells striped umbrellas.", type="project"
+            ),
+        }
+    )
     ctxos("workspace", "add", str(global_ws), "--name", "global")
     ctxos("workspace", "add", str(project), "--name", "project")
     ctxos("-w", "project", "start", "--no-tray", "--no-http")
@@ -221,26 +260,35 @@ async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_w
             result = await client.call_tool("get_context", {"query": "how do I write commit messages"})
             selected = {item["id"]: item for item in result.structured_content["selected"]}
             assert selected["commit-messages"]["workspace"] == "global"
-            assert selected["never-commit-secrets"]["reason"] == "rule"           # federated rules come first
+            assert selected["never-commit-secrets"]["reason"] == "rule"  # federated rules come first
             assert selected["never-commit-secrets"]["workspace"] == "global"
-            skill = await client.call_tool("get_skill", {"name": "commit-messages"})   # not here: from global
+            skill = await client.call_tool("get_skill", {"name": "commit-messages"})  # not here: from global
             assert not skill.is_error and skill.structured_content["workspace"] == "global"
             refused = await client.call_tool("get_skill", {"name": "never-commit-secrets"})  # a rule, said so
             assert refused.is_error
             rendered = result.structured_content["rendered"]
             assert rendered.index("Never commit secrets") < rendered.index("imperative mood")
             # Writes go to the asking workspace, unless the call names another.
-            here = await client.call_tool("save_memory", {"type": "decision", "l0": "Zebra shop ships on Fridays",
-                                                          "content": "Orders ship every Friday."})
+            here = await client.call_tool(
+                "save_memory",
+                {"type": "decision", "l0": "Zebra shop ships on Fridays", "content": "Orders ship every Friday."},
+            )
             assert not here.is_error and (project / here.structured_content["path"]).is_file()
-            there = await client.call_tool("save_memory", {"type": "skill", "l0": "Review pull requests daily",
-                                                           "content": "Review open pull requests each morning.",
-                                                           "workspace": "global"})
+            there = await client.call_tool(
+                "save_memory",
+                {
+                    "type": "skill",
+                    "l0": "Review pull requests daily",
+                    "content": "Review open pull requests each morning.",
+                    "workspace": "global",
+                },
+            )
             assert not there.is_error, there.content
             assert (global_ws / there.structured_content["path"]).is_file()
             assert not (project / there.structured_content["path"]).exists()
-            wrong = await client.call_tool("save_memory", {"type": "skill", "l0": "x", "content": "y",
-                                                           "workspace": "nowhere"})
+            wrong = await client.call_tool(
+                "save_memory", {"type": "skill", "l0": "x", "content": "y", "workspace": "nowhere"}
+            )
             assert wrong.is_error and "no workspace named 'nowhere'" in wrong.content[0].text
         simulated = json.loads(ctxos("-w", "project", "simulate", "commit messages", "--json").stdout)
         assert {item["id"]: item.get("workspace") for item in simulated["selected"]}["commit-messages"] == "global"
@@ -263,16 +311,18 @@ def dummy_pystray(monkeypatch: pytest.MonkeyPatch):
     before = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "pystray"}
     for name in before:
         del sys.modules[name]
-    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")   # no display here
+    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")  # no display here
     import pystray
+
     yield pystray
     for name in [name for name in sys.modules if name.split(".")[0] == "pystray"]:
         del sys.modules[name]
     sys.modules.update(before)
 
 
-def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                        dummy_pystray) -> None:
+def test_tray_lists_every_workspace_and_opens_each_page(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dummy_pystray
+) -> None:
     """The tray's Workspaces submenu, built with pystray's real Menu/MenuItem classes.
 
     The icon itself needs an X server (tests/test_tray.py covers it there); this
@@ -291,15 +341,37 @@ def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.Monk
                 name = (params or {}).get("workspace")
                 return {"url": f"http://127.0.0.1:9/{'w/' + name + '/' if name else ''}login?once=x"}
             if method == "status":
-                return {"pid": 1, "state": "loading", "http": "http://127.0.0.1:9/", "workspaces": {"items": [
-                    {"name": "notes", "default": True, "state": "ready", "memories": 12,
-                     "http": "http://127.0.0.1:9"},
-                    {"name": "global", "default": False, "state": "idle", "http": "http://127.0.0.1:9/w/global"},
-                    {"name": "gone", "default": False, "state": "not served", "error": "served by another daemon"},
-                ]}}
+                return {
+                    "pid": 1,
+                    "state": "loading",
+                    "http": "http://127.0.0.1:9/",
+                    "workspaces": {
+                        "items": [
+                            {
+                                "name": "notes",
+                                "default": True,
+                                "state": "ready",
+                                "memories": 12,
+                                "http": "http://127.0.0.1:9",
+                            },
+                            {
+                                "name": "global",
+                                "default": False,
+                                "state": "idle",
+                                "http": "http://127.0.0.1:9/w/global",
+                            },
+                            {
+                                "name": "gone",
+                                "default": False,
+                                "state": "not served",
+                                "error": "served by another daemon",
+                            },
+                        ]
+                    },
+                }
             return {}
 
-    class Icon:   # stands in for pystray.Icon, which needs a display
+    class Icon:  # stands in for pystray.Icon, which needs a display
         def __init__(self, name, image, title, menu):
             self.menu, self.title = menu, title
 
@@ -314,8 +386,11 @@ def test_tray_lists_every_workspace_and_opens_each_page(monkeypatch: pytest.Monk
     submenu = next(item for item in app.icon.menu.items if item.text == "Workspaces")
     assert submenu.visible
     lines = list(submenu.submenu.items)
-    assert [line.text for line in lines] == ["notes (default): ready, 12 memories", "global: idle",
-                                             "gone: served by another daemon"]
+    assert [line.text for line in lines] == [
+        "notes (default): ready, 12 memories",
+        "global: idle",
+        "gone: served by another daemon",
+    ]
     assert [line.enabled for line in lines] == [True, True, False]
     lines[1](app.icon)
     app._executor.shutdown(wait=True)
@@ -352,7 +427,9 @@ def test_web_view_switches_between_workspaces(make_workspace) -> None:
                 assert page.locator("#workspace-switch option").all_text_contents() == ["alpha (default)", "beta"]
                 switch.select_option("alpha")
                 page.wait_for_url(f"{base}/w/alpha/**")
-                page.wait_for_function(f"document.querySelector('#workspace-path').textContent === {json.dumps(str(alpha))}")
+                page.wait_for_function(
+                    f"document.querySelector('#workspace-path').textContent === {json.dumps(str(alpha))}"
+                )
                 assert not errors, errors
             finally:
                 browser.close()

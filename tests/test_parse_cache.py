@@ -1,12 +1,12 @@
 """The signed parse cache: a warm start re-parses only changed files, and never trusts a forged cache."""
+
 from __future__ import annotations
 
 import os
 
-from daemon_helpers import memory_text
-
 from ctxos.services import parse_cache
 from ctxos.services.engine import Engine
+from daemon_helpers import memory_text
 
 
 def _load(root):
@@ -23,7 +23,7 @@ def _hits(root) -> int:
 
 def test_warm_start_reuses_unchanged_files_and_reparses_edited_ones(make_workspace) -> None:
     root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(30)})
-    _load(root).close()                                        # cold build writes the cache
+    _load(root).close()  # cold build writes the cache
     assert (root / ".ctxos" / parse_cache.CACHE_FILENAME).exists()
     key = parse_cache.key_path()
     assert key.stat().st_mode & 0o777 == 0o600
@@ -32,14 +32,14 @@ def test_warm_start_reuses_unchanged_files_and_reparses_edited_ones(make_workspa
     warm.close()
     edited = root / "05-resources/n3.md"
     edited.write_text(memory_text("n3", "Edited while the daemon was down."))
-    os.utime(edited, (1_900_000_000, 1_900_000_000))          # a new mtime whatever the clock's resolution
+    os.utime(edited, (1_900_000_000, 1_900_000_000))  # a new mtime whatever the clock's resolution
     again = _load(root)
     try:
         assert again.parse_cache_hits == 29
         assert "Edited while" in again.get_memory("n3").l1 + again.get_memory("n3").l2
     finally:
         again.close()
-    assert _hits(root) == 30                                   # the cache followed the edit
+    assert _hits(root) == 30  # the cache followed the edit
 
 
 def test_a_forged_or_foreign_cache_is_ignored(make_workspace) -> None:
@@ -47,7 +47,7 @@ def test_a_forged_or_foreign_cache_is_ignored(make_workspace) -> None:
     _load(root).close()
     cache = root / ".ctxos" / parse_cache.CACHE_FILENAME
     blob = bytearray(cache.read_bytes())
-    blob[-5] ^= 0xFF                                           # someone else rewrote the payload
+    blob[-5] ^= 0xFF  # someone else rewrote the payload
     cache.write_bytes(bytes(blob))
     engine = _load(root)
     try:

@@ -1,4 +1,5 @@
 """The engine's query path: candidates, signals, intents, tiers, rendering, access log, file sync."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from ctxos.services.access_log import AccessLog
 from ctxos.services.engine import Engine
 from ctxos.services.graph import build_graph
@@ -104,7 +104,7 @@ def test_top_memory_gets_l2_rules_and_always_load_come_first(engine):
     assert text.index(SECTION_RULES) < text.index("### no-secrets") < text.index(SECTION_MEMORIES)
     assert text.index("### who-we-are") < text.index(SECTION_MEMORIES)
     assert text.index(SECTION_MEMORIES) < text.index("### postgres-pool")
-    assert "Detail sentence number 59" in text               # the L2 part is there
+    assert "Detail sentence number 59" in text  # the L2 part is there
     assert result.tokens_used <= 3000
     assert engine.counter.count(text) == result.tokens_used
     scored = [s for s in result.selected if s.reason == "scored"]
@@ -123,7 +123,7 @@ def test_shares_sum_to_score_and_signals_are_bounded(engine):
 def test_tight_budget_falls_back_to_l1_then_catalog(engine):
     big = engine.execute_context_query("postgres connection pool size", 3000, record_access=False)
     pool_l2 = next(s for s in big.selected if s.id == "postgres-pool")
-    budget = pool_l2.tokens + 40                 # not enough for the rules plus the L2 block
+    budget = pool_l2.tokens + 40  # not enough for the rules plus the L2 block
     small = engine.execute_context_query("postgres connection pool size", budget, record_access=False)
     tiers = {s.id: s.tier for s in small.selected}
     assert tiers.get("postgres-pool") in ("L1", "L0")
@@ -135,8 +135,10 @@ def test_tight_budget_falls_back_to_l1_then_catalog(engine):
 
 
 def test_catalog_is_bounded_with_a_count_of_the_rest(make_workspace):
-    files = {f"05-resources/note-{i}.md": f"---\nl0: Kafka consumer note {i}\n---\nKafka consumer lag detail {i}.\n"
-             for i in range(30)}
+    files = {
+        f"05-resources/note-{i}.md": f"---\nl0: Kafka consumer note {i}\n---\nKafka consumer lag detail {i}.\n"
+        for i in range(30)
+    }
     root = make_workspace(files)
     (root / "_config.yaml").write_text("query:\n  catalog_max_entries: 5\n  l2_top_n: 0\n")
     eng = Engine(root)
@@ -195,7 +197,7 @@ def test_access_log_health_numbers_and_corruption(tmp_path):
     now = time.time()
     log.record("q1", "default", 1000, 500, [("a", "L2"), ("b", "L0")], ts=now)
     log.record("q2", "debug", 1000, 1000, [("a", "L1")], ts=now - 20 * 86400)
-    assert log.loaded_ids(14) == {"a"}                        # L0 catalog lines are not loads
+    assert log.loaded_ids(14) == {"a"}  # L0 catalog lines are not loads
     assert log.coverage(["a", "b", "c", "d"], 14) == 0.25
     assert log.efficiency(14) == pytest.approx(0.5)
     assert log.efficiency(None) == pytest.approx(0.75)
@@ -215,19 +217,29 @@ def test_access_log_health_numbers_and_corruption(tmp_path):
 def test_graph_edges_authority_dangling_and_neighbour_candidates(engine):
     graph = engine.graph()
     assert ("postgres-pool", "retry-policy") in graph.explicit_edges()
-    assert ("retry-policy", "postgres-pool") in graph.explicit_edges()          # the wikilink
-    assert ("postgres-pool", "retry-policy") in graph.implicit_edges()          # database + performance
+    assert ("retry-policy", "postgres-pool") in graph.explicit_edges()  # the wikilink
+    assert ("postgres-pool", "retry-policy") in graph.implicit_edges()  # database + performance
     assert max(graph.authority.values()) == pytest.approx(1.0)
     result = engine.execute_context_query("jittered backoff", 2000, record_access=False)
     by_id = {s.id: s for s in result.selected}
-    assert "postgres-pool" in by_id                          # only reachable as a graph neighbour
+    assert "postgres-pool" in by_id  # only reachable as a graph neighbour
     assert by_id["postgres-pool"].signals["graph"] >= 0.5
 
 
 def test_build_graph_dangling_and_tag_cap():
     def m(mid, tags=(), related=()):
-        return Memory(id=mid, type="resource", rel_path=f"{mid}.md", path=Path(mid), l0=mid, l1="", l2="",
-                      tags=list(tags), related=list(related))
+        return Memory(
+            id=mid,
+            type="resource",
+            rel_path=f"{mid}.md",
+            path=Path(mid),
+            l0=mid,
+            l1="",
+            l2="",
+            tags=list(tags),
+            related=list(related),
+        )
+
     mems = [m("a", ["x", "y"], ["b", "ghost"]), m("b", ["x", "y"]), m("c", ["x"])]
     graph = build_graph(mems, lambda t, s=None: None)
     assert graph.dangling == [("a", "ghost")]
@@ -241,6 +253,7 @@ def test_build_graph_dangling_and_tag_cap():
 def test_community_bonus_goes_to_members_of_the_top_results_community(engine):
     def graph_signal(query):
         return {c.memory.id: c.signals["graph"] for c in engine.score_query(query).candidates}
+
     before = graph_signal("login exception tests")
     engine.set_community_of({"fix-login-bug": 1, "use-sqlite-tests": 1, "no-secrets": 2})
     after = graph_signal("login exception tests")
@@ -248,15 +261,16 @@ def test_community_bonus_goes_to_members_of_the_top_results_community(engine):
     assert bonus == 0.08
     assert after["use-sqlite-tests"] == pytest.approx(before["use-sqlite-tests"] + bonus)
     assert after["fix-login-bug"] == pytest.approx(before["fix-login-bug"] + bonus)
-    assert after["no-secrets"] == pytest.approx(before["no-secrets"])      # other community
+    assert after["no-secrets"] == pytest.approx(before["no-secrets"])  # other community
 
 
 def test_recency_and_weights_helpers():
-    mem = Memory(id="d", type="daily", rel_path="d.md", path=Path("d"), l0="", l1="", l2="",
-                 modified=datetime(2026, 1, 1))
+    mem = Memory(
+        id="d", type="daily", rel_path="d.md", path=Path("d"), l0="", l1="", l2="", modified=datetime(2026, 1, 1)
+    )
     now = datetime(2026, 1, 15)
     assert recency_signal(mem, now, {"daily": 14}) == pytest.approx(0.5)
-    assert recency_signal(mem, now - timedelta(days=30), {"daily": 14}) == 1.0   # future counts as new
+    assert recency_signal(mem, now - timedelta(days=30), {"daily": 14}) == 1.0  # future counts as new
     row = normalise_weights({"semantic": 2, "bm25": 2, "bogus": 5})
     assert row["semantic"] == 0.5 and row["graph"] == 0.0
 
@@ -268,12 +282,15 @@ def test_apply_changes_edit_delete_rename_folder_and_duplicates(engine):
     summary = engine.apply_changes([path])
     assert summary.updated == ["retry-policy"]
     assert engine.score_query("zebra").ranked_ids(False)[:1] == ["retry-policy"]
-    assert not engine.apply_changes([path]).changed                 # unchanged: nothing to do
+    assert not engine.apply_changes([path]).changed  # unchanged: nothing to do
 
     new_path = root / "03-projects/retry-policy.md"
     path.rename(new_path)
     summary = engine.apply_changes([path, new_path])
-    assert summary.updated == ["retry-policy"] and engine.get_memory("retry-policy").rel_path == "03-projects/retry-policy.md"
+    assert (
+        summary.updated == ["retry-policy"]
+        and engine.get_memory("retry-policy").rel_path == "03-projects/retry-policy.md"
+    )
     assert set(engine.index.checksums()) >= {"03-projects/retry-policy.md"}
     assert "05-resources/retry-policy.md" not in engine.index.checksums()
 
@@ -283,7 +300,7 @@ def test_apply_changes_edit_delete_rename_folder_and_duplicates(engine):
     assert [f.rel_path for f in summary.invalid] == ["05-resources/copy.md"]
     os.unlink(root / "05-resources/postgres-pool.md")
     summary = engine.apply_changes([root / "05-resources/postgres-pool.md"])
-    assert engine.get_memory("postgres-pool").rel_path == "05-resources/copy.md"   # promoted
+    assert engine.get_memory("postgres-pool").rel_path == "05-resources/copy.md"  # promoted
     assert engine.score_query("walrus").ranked_ids(False)[:1] == ["postgres-pool"]
 
     shutil.rmtree(root / "07-tasks")
@@ -300,7 +317,7 @@ def test_reconcile_and_index_recovery(make_workspace):
     (root / "05-resources/retry-policy.md").unlink()
     (root / "05-resources/new-note.md").write_text("---\nl0: Quokka habitat notes\n---\nQuokkas live on Rottnest.\n")
     again = Engine(root)
-    summary = again.load()                                        # files changed while no engine ran
+    summary = again.load()  # files changed while no engine ran
     assert "new-note" in summary.updated and summary.index_recovered is None
     assert set(again.index.checksums()) == {m.rel_path for m in again.list_memories()}
     (root / "05-resources/another.md").write_text("---\nl0: Wombat notes\n---\nWombats dig.\n")

@@ -6,17 +6,18 @@ that write use their own memories or run in an order that keeps the others'
 expectations (the graph and governance tests read before the archive test moves
 files away).
 """
+
 from __future__ import annotations
 
-from http.client import HTTPConnection, HTTPResponse
 import json
 import time
 import urllib.parse
+from collections.abc import Iterator
+from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from daemon_helpers import DaemonProcess, auth_headers, free_port, short_runtime_dir, start_daemon
 from web_helpers import INVALID_FILE, MEMORY_IDS, build_workspace, http, http_daemon
 
@@ -56,12 +57,18 @@ def error_of(result) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- status, simulate
 
+
 def test_api_root_lists_every_endpoint(url: str) -> None:
     result = get(url, "/api/")
     assert result.status == 200
     listed = {(e["method"], e["path"]) for e in result.json()["endpoints"]}
-    for expected in [("GET", "/api/status"), ("POST", "/api/simulate"), ("GET", "/api/memories"),
-                     ("PUT", "/api/memories/{id}"), ("GET", "/api/events")]:
+    for expected in [
+        ("GET", "/api/status"),
+        ("POST", "/api/simulate"),
+        ("GET", "/api/memories"),
+        ("PUT", "/api/memories/{id}"),
+        ("GET", "/api/events"),
+    ]:
         assert expected in listed
     assert all(e["about"] for e in result.json()["endpoints"]), "each endpoint says what it does"
 
@@ -90,8 +97,9 @@ def test_simulate_is_the_one_query_path(url: str, daemon: DaemonProcess) -> None
     assert data["tokens_used"] <= 1500 and "anyhow::Context" in data["rendered"]
     # Same selection as get_context over the socket (the same engine call).
     socket_result = daemon.call("simulate", **body)
-    assert [(s["id"], s["tier"], s["tokens"]) for s in socket_result["selected"]] == \
-        [(s["id"], s["tier"], s["tokens"]) for s in data["selected"]]
+    assert [(s["id"], s["tier"], s["tokens"]) for s in socket_result["selected"]] == [
+        (s["id"], s["tier"], s["tokens"]) for s in data["selected"]
+    ]
     assert socket_result["rendered"] == data["rendered"]
 
 
@@ -104,7 +112,7 @@ def test_simulate_does_not_count_as_a_load(url: str, daemon: DaemonProcess) -> N
     for _ in range(3):
         assert post(url, "/api/simulate", {"query": "oven temperatures for bread"}).status == 200
     assert loaded() == before
-    daemon.call("get_context", query="oven temperatures for bread")      # a real agent load
+    daemon.call("get_context", query="oven temperatures for bread")  # a real agent load
     assert loaded() > before
 
 
@@ -128,6 +136,7 @@ def test_simulate_intent_and_errors(url: str) -> None:
 
 
 # ---------------------------------------------------------------- memories
+
 
 def test_list_memories_with_filters(url: str) -> None:
     r = get(url, "/api/memories")
@@ -156,9 +165,15 @@ def test_get_memory_and_not_found(url: str) -> None:
 
 
 def test_create_memory_writes_a_file(url: str, daemon: DaemonProcess) -> None:
-    body = {"type": "decision", "id": "use-postgres", "l0": "We use Postgres for the main database.",
-            "l1": "Postgres: one database for everything.", "content": "Chosen for JSONB and the tooling.",
-            "tags": ["db", "postgres"], "importance": 0.7}
+    body = {
+        "type": "decision",
+        "id": "use-postgres",
+        "l0": "We use Postgres for the main database.",
+        "l1": "Postgres: one database for everything.",
+        "content": "Chosen for JSONB and the tooling.",
+        "tags": ["db", "postgres"],
+        "importance": 0.7,
+    }
     r = post(url, "/api/memories", body)
     assert r.status == 201, r.body
     m = r.json()
@@ -183,12 +198,23 @@ def test_create_memory_writes_a_file(url: str, daemon: DaemonProcess) -> None:
 
 
 def test_update_memory_is_version_checked(url: str, daemon: DaemonProcess) -> None:
-    created = post(url, "/api/memories", {"type": "task", "id": "ship-release", "l0": "Ship the 1.0 release.",
-                                          "content": "Tag, build, publish."}).json()
+    created = post(
+        url,
+        "/api/memories",
+        {"type": "task", "id": "ship-release", "l0": "Ship the 1.0 release.", "content": "Tag, build, publish."},
+    ).json()
     path = daemon.root / created["path"]
-    r = put(url, "/api/memories/ship-release", {"version": 1, "checksum": created["checksum"],
-                                                 "l0": "Ship the 1.1 release.", "content": "Tag, build, publish, announce.",
-                                                 "tags": ["release"]})
+    r = put(
+        url,
+        "/api/memories/ship-release",
+        {
+            "version": 1,
+            "checksum": created["checksum"],
+            "l0": "Ship the 1.1 release.",
+            "content": "Tag, build, publish, announce.",
+            "tags": ["release"],
+        },
+    )
     assert r.status == 200, r.body
     updated = r.json()
     assert updated["version"] == 2 and updated["l0"] == "Ship the 1.1 release." and updated["tags"] == ["release"]
@@ -201,8 +227,10 @@ def test_update_memory_is_version_checked(url: str, daemon: DaemonProcess) -> No
     assert path.read_bytes() == before
     # An edit on disk that does not bump the version is caught by the checksum.
     path.write_text(text.replace("announce", "announce on the blog"))
-    daemon.wait_for(lambda: get(url, "/api/memories/ship-release").json()["checksum"] != updated["checksum"],
-                    message="the external edit to be indexed")
+    daemon.wait_for(
+        lambda: get(url, "/api/memories/ship-release").json()["checksum"] != updated["checksum"],
+        message="the external edit to be indexed",
+    )
     r = put(url, "/api/memories/ship-release", {"version": 2, "checksum": updated["checksum"], "l0": "overwrite"})
     assert r.status == 409
     assert "on the blog" in path.read_text()
@@ -214,15 +242,25 @@ def test_update_memory_is_version_checked(url: str, daemon: DaemonProcess) -> No
 
 def test_update_keeps_a_marker_free_file_marker_free(url: str, daemon: DaemonProcess) -> None:
     m = get(url, "/api/memories/oven-temps").json()
-    assert m["l2"] == "" and "250 C" in m["l1"]            # no markers: everything is L1
-    r = put(url, "/api/memories/oven-temps", {"version": m["version"], "checksum": m["checksum"],
-                                               "l0": m["l0"], "l1": m["l1"] + " Rolls at 220 C.", "content": ""})
+    assert m["l2"] == "" and "250 C" in m["l1"]  # no markers: everything is L1
+    r = put(
+        url,
+        "/api/memories/oven-temps",
+        {
+            "version": m["version"],
+            "checksum": m["checksum"],
+            "l0": m["l0"],
+            "l1": m["l1"] + " Rolls at 220 C.",
+            "content": "",
+        },
+    )
     assert r.status == 200, r.body
     text = (daemon.root / m["path"]).read_text()
     assert "Rolls at 220 C." in text and "<!-- L1 -->" not in text
 
 
 # ---------------------------------------------------------------- graph, health, governance
+
 
 def test_graph_nodes_edges_and_communities(url: str) -> None:
     r = get(url, "/api/graph")
@@ -267,12 +305,15 @@ def test_governance_findings_and_actions(url: str, daemon: DaemonProcess) -> Non
     assert "decay" not in {f["kind"] for f in get(url, "/api/governance").json()["findings"]}
 
     # Set importance rewrites the frontmatter.
-    r = post(url, "/api/governance/actions", {"action": "set_importance", "memory_id": "flour-choice", "importance": 0.65})
+    r = post(
+        url, "/api/governance/actions", {"action": "set_importance", "memory_id": "flour-choice", "importance": 0.65}
+    )
     assert r.status == 200, r.body
     assert "importance: 0.65" in (daemon.root / "06-decisions/flour-choice.md").read_text()
 
     errors = [
-        ({"action": "explode"}, 400), ({}, 400),
+        ({"action": "explode"}, 400),
+        ({}, 400),
         ({"action": "dismiss"}, 400),
         ({"action": "dismiss", "finding_id": "000000000000"}, 404),
         ({"action": "set_importance", "memory_id": "flour-choice", "importance": 3}, 400),
@@ -301,6 +342,7 @@ def test_archive_moves_the_file(url: str, daemon: DaemonProcess) -> None:
 
 
 # ---------------------------------------------------------------- events
+
 
 def read_event(resp: HTTPResponse, deadline: float) -> tuple[str, dict[str, Any]]:
     """Read one server-sent event (skipping comments); the socket timeout bounds each read."""
@@ -343,6 +385,7 @@ def test_events_report_changes_on_disk(url: str, daemon: DaemonProcess) -> None:
 
 # ---------------------------------------------------------------- HTTP-level errors and security
 
+
 def test_http_level_errors_are_json(url: str) -> None:
     r = http("PUT", url + "/api/status", {})
     assert r.status == 405
@@ -374,7 +417,7 @@ def test_token_is_required_when_configured(tmp_path: Path) -> None:
         assert get(base, "/api/status", headers={"Authorization": "Bearer wrong"}).status == 401
         assert get(base, "/api/status", headers=with_token).status == 200
         assert post(base, "/api/simulate", {"query": "rust"}, headers=with_token).status == 200
-        assert get(base, "/").status == 200          # the page itself loads; it asks for the token
+        assert get(base, "/").status == 200  # the page itself loads; it asks for the token
     finally:
         proc.stop()
 
@@ -406,7 +449,7 @@ def test_event_streams_are_capped(url: str) -> None:
             resp = conn.getresponse()
             if resp.status == 200 or time.monotonic() > deadline:
                 break
-            resp.read()                       # the server may not have seen every close yet
+            resp.read()  # the server may not have seen every close yet
             time.sleep(0.05)
         assert resp.status == 200 and read_event(resp, time.monotonic() + 10)[0] == "hello"
     finally:

@@ -1,26 +1,32 @@
 """Router files: generated from the query path, within budget, rewritten only when their content changes."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import yaml
-
-from daemon_helpers import memory_text
 from ctxos.services import router
 from ctxos.services.engine import Engine
 from ctxos.services.router import GENERATED_MARKER, regenerate_router
+from daemon_helpers import memory_text
 
 ADAPTER_FILES = ["CLAUDE.md", "AGENTS.md", ".cursor/rules/ctxos.mdc", ".cursorrules", ".windsurfrules"]
 
 
 def files(n: int = 30) -> dict[str, str]:
-    out = {"08-rules/secrets.md": memory_text("no-secrets", "Never commit secrets or tokens to any repository.",
-                                              type="rule", importance=0.9)}
+    out = {
+        "08-rules/secrets.md": memory_text(
+            "no-secrets", "Never commit secrets or tokens to any repository.", type="rule", importance=0.9
+        )
+    }
     for i in range(n):
         out[f"04-skills/skill-{i:02d}.md"] = memory_text(
-            f"skill-{i:02d}", f"Skill {i}: how to handle task number {i} in the build system, step by step. " * 3,
-            type="skill", importance=round(0.1 + (i % 9) / 10, 1))
+            f"skill-{i:02d}",
+            f"Skill {i}: how to handle task number {i} in the build system, step by step. " * 3,
+            type="skill",
+            importance=round(0.1 + (i % 9) / 10, 1),
+        )
     return out
 
 
@@ -66,10 +72,10 @@ def test_workspace_files_rules_first_index_last_within_budget(workspace):
         assert index_text.startswith("# " + GENERATED_MARKER) and engine.counter.count(index_text) <= 500
         index = yaml.safe_load(index_text)
         assert index["count"] == 31 and index["omitted"] > 0
-        assert index["memories"][0]["id"] == "no-secrets"          # rules first
+        assert index["memories"][0]["id"] == "no-secrets"  # rules first
         listed = [m["importance"] for m in index["memories"][1:]]
         assert listed == sorted(listed, reverse=True)
-        assert engine.reconcile().changed is False                  # router files are not memories
+        assert engine.reconcile().changed is False  # router files are not memories
     finally:
         engine.close()
 
@@ -83,9 +89,15 @@ def test_unchanged_content_leaves_files_alone_and_an_edit_rewrites(workspace):
         again = regenerate_router(engine)
         assert {f.status for f in again.files} == {"unchanged"}
         assert mtimes(paths) == before
-        (workspace / "08-rules/secrets.md").write_text(memory_text(
-            "no-secrets", "Never commit secrets, tokens or private keys to any repository.", type="rule",
-            importance=0.9, l0="Secrets never go into git"))
+        (workspace / "08-rules/secrets.md").write_text(
+            memory_text(
+                "no-secrets",
+                "Never commit secrets, tokens or private keys to any repository.",
+                type="rule",
+                importance=0.9,
+                l0="Secrets never go into git",
+            )
+        )
         engine.apply_changes(["08-rules/secrets.md"])
         edited = regenerate_router(engine)
         assert {f.path: f.status for f in edited.files} == {"claude.md": "written", "_index.yaml": "written"}
@@ -99,8 +111,11 @@ def test_project_adapters_budgets_and_person_written_files(workspace, tmp_path):
     project = tmp_path / "my-project"
     project.mkdir()
     (project / "AGENTS.md").write_text("# My own agent notes\nDo not touch.\n")
-    set_config(workspace, f"router:\n  projects: ['{project}', '{tmp_path / 'missing'}']\n"
-                          "  budgets: {claude_code: 400, agents: 400, cursor: 250, windsurf: 300}\n")
+    set_config(
+        workspace,
+        f"router:\n  projects: ['{project}', '{tmp_path / 'missing'}']\n"
+        "  budgets: {claude_code: 400, agents: 400, cursor: 250, windsurf: 300}\n",
+    )
     engine = open_engine(workspace)
     try:
         report = regenerate_router(engine)
@@ -116,15 +131,16 @@ def test_project_adapters_budgets_and_person_written_files(workspace, tmp_path):
             text = path.read_text()
             assert GENERATED_MARKER in text[:400]
             assert engine.counter.count(text) <= entry.budget
-            assert "Never commit secrets" in text                    # the rules come through
+            assert "Never commit secrets" in text  # the rules come through
         mdc = (project / ".cursor/rules/ctxos.mdc").read_text()
         assert mdc.startswith("---\n") and "alwaysApply: true" in mdc.split("---")[1]
         missing = [f for f in report.files if f.target == str(tmp_path / "missing")]
         assert missing and all(f.status == "skipped" and "does not exist" in f.reason for f in missing)
         # Once the person removes their file, ctxos manages it.
         (project / "AGENTS.md").unlink()
-        assert {f.status for f in regenerate_router(engine).files if f.path == str(project / "AGENTS.md")} \
-            == {"written"}
+        assert {f.status for f in regenerate_router(engine).files if f.path == str(project / "AGENTS.md")} == {
+            "written"
+        }
     finally:
         engine.close()
 

@@ -1,5 +1,6 @@
 """The offline semantic signal (issue 13): the packaged WordLlama model, the embedding cache in the
 state dir, incremental updates, model switches, vector candidates and what simulate explains."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import socket
 
 import numpy as np
 import pytest
-
 from conftest import write_files
 from ctxos.services.engine import Engine
 from ctxos.services.semantic import ModelError, WordLlamaModel, load_model
@@ -42,8 +42,10 @@ FILES = {
 @pytest.fixture
 def no_network(monkeypatch):
     """Any attempt to open a network connection fails the test (nothing may be downloaded)."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("network access attempted")
+
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
 
@@ -54,25 +56,27 @@ def _cache_files(root):
 
 
 def test_wordllama_loads_from_the_wheel_without_network(no_network):
-    model = WordLlamaModel()                       # a fresh instance: really reads the packaged files
+    model = WordLlamaModel()  # a fresh instance: really reads the packaged files
     rows = model.embed(["my truck broke down", "the automobile failed to start", "a recipe for cake", ""])
     assert rows.shape == (4, 256) and rows.dtype == np.float32
     assert np.allclose(np.linalg.norm(rows[:3], axis=1), 1.0, atol=1e-4)
-    assert not rows[3].any()                       # no token: a zero row, not NaN
-    assert rows[0] @ rows[1] > rows[0] @ rows[2]   # paraphrase nearer than an unrelated text
-    assert isinstance(model.weights, np.memmap)    # the weights stay a map of the wheel's file (no copy)
+    assert not rows[3].any()  # no token: a zero row, not NaN
+    assert rows[0] @ rows[1] > rows[0] @ rows[2]  # paraphrase nearer than an unrelated text
+    assert isinstance(model.weights, np.memmap)  # the weights stay a map of the wheel's file (no copy)
 
 
 def test_model_settings_and_errors(tmp_path):
     assert load_model("lexical") is None
-    assert load_model("wordllama") is load_model(" WordLlama ")      # one shared instance per process
+    assert load_model("wordllama") is load_model(" WordLlama ")  # one shared instance per process
     with pytest.raises(ModelError, match="not one of"):
         load_model("word2vec")
     with pytest.raises(ModelError, match="does not exist"):
         load_model(f"fastembed:{tmp_path / 'missing'}")
 
 
-@pytest.mark.parametrize("kind,module", [("fastembed", "fastembed"), ("sentence-transformers", "sentence_transformers")])
+@pytest.mark.parametrize(
+    "kind,module", [("fastembed", "fastembed"), ("sentence-transformers", "sentence_transformers")]
+)
 def test_local_model_folder(tmp_path, kind, module):
     """A local model loads from a folder only. Building a real tiny model needs the library (and for
     sentence-transformers, torch), which this environment does not install; then the error must say so."""
@@ -85,7 +89,7 @@ def test_local_model_folder(tmp_path, kind, module):
             load_model(f"{kind}:{folder}")
         pytest.skip(f"{module} is not installed here; only the error path is tested")
     with pytest.raises(ModelError, match="could not load"):
-        load_model(f"{kind}:{folder}")          # an empty folder is not a model, and nothing is downloaded
+        load_model(f"{kind}:{folder}")  # an empty folder is not a model, and nothing is downloaded
 
 
 def test_embeddings_cached_in_state_dir_and_updated_incrementally(make_workspace, monkeypatch, tmp_path):
@@ -106,21 +110,21 @@ def test_embeddings_cached_in_state_dir_and_updated_incrementally(make_workspace
 
     again = Engine(root)
     again.load()
-    assert again.vectors.embedded == 0                          # everything came from the cache
+    assert again.vectors.embedded == 0  # everything came from the cache
     write_files(root, {"05-resources/cake.md": FILES["05-resources/cake.md"].replace("Chocolate", "Lemon")})
     again.apply_changes([root / "05-resources/cake.md"])
-    assert again.vectors.embedded == 1                          # only the edited memory
+    assert again.vectors.embedded == 1  # only the edited memory
     (root / "05-resources/postgres.md").unlink()
     again.apply_changes([root / "05-resources/postgres.md"])
     assert len(again.vectors) == len(again.store) == 2
     meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
-    assert len(meta["checksums"]) == 3              # single changes are written in batches ...
-    again.close()                                   # ... and when the engine closes
+    assert len(meta["checksums"]) == 3  # single changes are written in batches ...
+    again.close()  # ... and when the engine closes
     meta = json.loads((state / CACHE_FOLDER / "wordllama-l2-supercat-256.json").read_text())
     assert len(meta["checksums"]) == 2
     third = Engine(root)
     third.load()
-    assert third.vectors.embedded == 0                          # the edit came back from the cache
+    assert third.vectors.embedded == 0  # the edit came back from the cache
     third.close()
 
 
@@ -139,7 +143,7 @@ def test_model_switch_rebuilds_and_switching_back_reuses(make_workspace):
     (root / "_config.yaml").write_text("semantic:\n  model: fastembed:/nowhere/at/all\n")
     engine.reload_config()
     assert engine.vectors is None and any("does not exist" in p for p in engine.problems)
-    assert engine.execute_context_query("cake", 500, record_access=False).selected   # still serving
+    assert engine.execute_context_query("cake", 500, record_access=False).selected  # still serving
     engine.close()
 
 

@@ -9,6 +9,7 @@ leaves a correct file). To check the *sequence* of service-manager commands,
 one test puts a recording `systemctl`/`launchctl` script first on PATH: a
 stand-in, because neither a user systemd instance nor launchd can run here.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ctxos.packaging import installer
 
 CLI = [sys.executable, "-c", "import sys; from ctxos.client.cli import main; sys.exit(main())"]
@@ -69,17 +69,22 @@ def _verify_unit(unit_dir: Path, name: str, tmp_path: Path) -> subprocess.Comple
     env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), SYSTEMD_LOG_COLOR="0")
     return subprocess.run(
         ["systemd-analyze", "verify", "--user", str(unit_dir / name)],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package: systemd)")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package: systemd)"
+)
 def test_unit_passes_systemd_analyze_verify(workspace: Path, home: Path, tmp_path: Path) -> None:
-    odd_home = workspace / "home"                      # the odd characters reach the unit through the home
+    odd_home = workspace / "home"  # the odd characters reach the unit through the home
     plan = installer.make_plan(workspace, platform="linux", home=odd_home, env={})
     home = odd_home
     assert plan.path == home / ".config/systemd/user" / plan.name
-    assert plan.name == "ctxos.service"                   # one per-user service
+    assert plan.name == "ctxos.service"  # one per-user service
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     (unit_dir / plan.name).write_text(plan.content)
@@ -147,7 +152,7 @@ def test_install_print_shows_file_and_writes_nothing(platform: str, workspace: P
         assert f"# then run: systemctl --user enable --now {plan.name}" in result.stdout
     else:
         assert f"# then run: launchctl bootstrap gui/{os.getuid()} {plan.path}" in result.stdout
-        body = result.stdout[result.stdout.index("<?xml"):]
+        body = result.stdout[result.stdout.index("<?xml") :]
         assert plistlib.loads(body.encode())["Label"] == plan.name
     assert list(home.iterdir()) == []  # nothing written
     assert list(workspace.iterdir()) == []
@@ -217,7 +222,9 @@ def _calls(log: Path) -> list[str]:
     return calls
 
 
-def test_linux_install_is_idempotent_and_uninstall_removes_only_ours(workspace: Path, home: Path, tmp_path: Path) -> None:
+def test_linux_install_is_idempotent_and_uninstall_removes_only_ours(
+    workspace: Path, home: Path, tmp_path: Path
+) -> None:
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
     _recording_tool(bin_dir, "systemctl", log)

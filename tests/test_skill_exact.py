@@ -5,25 +5,29 @@ merely talked about it, and a name no skill had returned an unrelated skill.
 Engine-level checks run on the real engine; the last test asks a real daemon
 process over its socket, which is what ``ctxos mcp`` and the HTTP tools reach.
 """
+
 from __future__ import annotations
 
 import pytest
-
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
-
 from ctxos.client import RpcCallError
 from ctxos.daemon.rpc import NOT_FOUND
 from ctxos.services.engine import Engine
 from ctxos.services.skill_lookup import SkillLookupError
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 FILES = {
     "08-rules/memory-hygiene.md": memory_text(
-        "memory-hygiene", "# Memory hygiene\nKeep memories short; archive stale ones.", type="rule"),
+        "memory-hygiene", "# Memory hygiene\nKeep memories short; archive stale ones.", type="rule"
+    ),
     "04-skills/writing-good-memories.md": memory_text(
-        "writing-good-memories", "# Writing good memories\nMemory hygiene in practice: one fact per memory.",
-        type="skill", tags=["memory", "hygiene"]),
-    "04-skills/pdf-export.md": memory_text("pdf-export", "# Export to PDF\nUse pandoc with the eisvogel template.",
-                                           type="skill"),
+        "writing-good-memories",
+        "# Writing good memories\nMemory hygiene in practice: one fact per memory.",
+        type="skill",
+        tags=["memory", "hygiene"],
+    ),
+    "04-skills/pdf-export.md": memory_text(
+        "pdf-export", "# Export to PDF\nUse pandoc with the eisvogel template.", type="skill"
+    ),
     "04-skills/brew.md": memory_text("brew", "# Tea\nBrew green tea at 80C.", type="skill"),
     "04-skills/steep.md": memory_text("steep", "# Tea\nSteep black tea for four minutes.", type="skill"),
 }
@@ -48,13 +52,13 @@ def test_exact_rule_id_is_refused_as_a_rule_not_swapped_for_a_skill(engine) -> N
     assert error.reason == "not_a_skill"
     assert error.message.startswith("'memory-hygiene' is a rule, not a skill")
     assert error.found[0]["type"] == "rule" and error.found[0]["path"] == "08-rules/memory-hygiene.md"
-    assert "writing-good-memories" not in error.suggestions       # no weaker key matches it exactly
+    assert "writing-good-memories" not in error.suggestions  # no weaker key matches it exactly
 
 
 def test_a_name_no_skill_has_is_an_error_listing_the_closest(engine) -> None:
     error = _refusal(engine, "pdf")
     assert error.reason == "not_found"
-    assert error.suggestions[0] == "pdf-export"                   # listed, not returned
+    assert error.suggestions[0] == "pdf-export"  # listed, not returned
     assert "Closest skills by name: pdf-export (Export to PDF)" in error.message
 
 

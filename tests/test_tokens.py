@@ -1,13 +1,12 @@
 """The token counters: the heuristic default, the config switch, and its accuracy against real BPE."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
-
-from ctxos.services.tokens import HeuristicCounter, TokenCounter, count_tokens, default_counter, get_counter
-
 from conftest import SHARED_DATA
+from ctxos.services.tokens import HeuristicCounter, TokenCounter, count_tokens, default_counter, get_counter
 
 
 def test_default_counter_is_the_heuristic_and_satisfies_the_protocol():
@@ -15,17 +14,17 @@ def test_default_counter_is_the_heuristic_and_satisfies_the_protocol():
     assert isinstance(counter, TokenCounter)
     assert counter.name == "heuristic"
     assert count_tokens("") == 0
-    assert 1 <= count_tokens("hello") <= 2                      # expected costs are fractional, rounded up
-    assert 7 <= count_tokens("Hello world, this is a test.") <= 10   # cl100k_base: 8
+    assert 1 <= count_tokens("hello") <= 2  # expected costs are fractional, rounded up
+    assert 7 <= count_tokens("Hello world, this is a test.") <= 10  # cl100k_base: 8
 
 
 def test_heuristic_grows_with_text_and_charges_symbols_and_long_words():
     counter = HeuristicCounter()
     short = counter.count("the cat sat on the mat")
     assert counter.count("the cat sat on the mat " * 10) >= 8 * short
-    assert counter.count("x" * 400) >= 50                    # one long "word" is many tokens
+    assert counter.count("x" * 400) >= 50  # one long "word" is many tokens
     assert counter.count("!!!!!!!!!!!!") >= 2
-    assert counter.count("数据库连接池配置") >= 4                 # non-Latin text costs per character
+    assert counter.count("数据库连接池配置") >= 4  # non-Latin text costs per character
 
 
 def test_get_counter_names_and_errors():
@@ -55,7 +54,6 @@ def test_heuristic_within_ten_percent_of_cl100k_on_shared_corpora(corpus):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from corpora import corpus_texts
-
     from ctxos.services.tokens import BpeCounter
 
     texts = corpus_texts(corpus)

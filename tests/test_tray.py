@@ -15,6 +15,7 @@ them is the tray's real code path.
 Debian packages: ``apt-get install -y xvfb trayer dunst dbus`` (``.ci/run``
 installs them when missing); without them these tests skip and say so.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,16 +30,15 @@ import textwrap
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
-
-from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
-
 from ctxos.daemon import tray as tray_mod
 from ctxos.daemon.tray_icon import FAIR, GOOD, POOR, UNKNOWN, draw_icon, health_band
 from ctxos.daemon.tray_notify import FindingNotifier, FindingRef, Notification, SeenStore, compose
+from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
 
 X_TOOLS = ("Xvfb", "trayer", "dbus-daemon", "dunst")
 MISSING_X_TOOLS = [t for t in X_TOOLS if shutil.which(t) is None]
@@ -75,7 +75,7 @@ def test_display_problem() -> None:
 
 def test_mode_by_platform() -> None:
     settings = tray_mod.TraySettings()
-    assert settings.resolved_mode("darwin") == "process"   # pystray must own the main thread there
+    assert settings.resolved_mode("darwin") == "process"  # pystray must own the main thread there
     assert settings.resolved_mode("linux") == "thread"
     assert tray_mod.TraySettings(mode="process").resolved_mode("linux") == "process"
 
@@ -94,22 +94,22 @@ def test_notifier_once_per_finding_batched_and_never_a_storm(tmp_path: Path) -> 
     first = [_finding("conflict", "a", "b"), _finding("decay", "old"), _finding("god_node", "hub")]
     note = notifier.observe(first)
     assert note is not None and len(sent) == 1
-    assert sorted(note.fingerprints) == ["conflict:a+b", "decay:old"]     # other kinds are not announced
+    assert sorted(note.fingerprints) == ["conflict:a+b", "decay:old"]  # other kinds are not announced
     assert "2 findings need your judgment" in note.title
     assert "1 conflict, 1 decaying memory" in note.message and "conflict: a vs b" in note.message
 
-    assert notifier.observe(first) is None and len(sent) == 1            # once per finding
+    assert notifier.observe(first) is None and len(sent) == 1  # once per finding
 
     now[0] += 10
     notifier.observe(first + [_finding("decay", "x")])
     notifier.observe(first + [_finding("decay", "x"), _finding("conflict", "c", "d")])
-    assert len(sent) == 1 and notifier.pending == 2                       # held back: interval not over
+    assert len(sent) == 1 and notifier.pending == 2  # held back: interval not over
     assert notifier.due_in() == pytest.approx(50)
     assert notifier.flush_if_due() is None
     now[0] += 50
     batch = notifier.flush_if_due()
     assert batch is not None and len(sent) == 2
-    assert sorted(batch.fingerprints) == ["conflict:c+d", "decay:x"]      # one batch for both
+    assert sorted(batch.fingerprints) == ["conflict:c+d", "decay:x"]  # one batch for both
     assert notifier.due_in() is None
 
     # A burst of 500 new findings is still one notification, with a short body.
@@ -154,8 +154,11 @@ def _context(root: Path, tray: bool | None) -> Any:
 
 @pytest.mark.parametrize("wanted", [None, True])
 def test_headless_start_logs_one_line_and_runs_without_tray(
-        wanted: bool | None, make_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    wanted: bool | None,
+    make_workspace: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     root = make_workspace()
@@ -180,8 +183,9 @@ def test_headless_start_logs_one_line_and_runs_without_tray(
     ctx.shutdown_executors()
 
 
-def test_unreachable_display_logs_one_line(make_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_unreachable_display_logs_one_line(
+    make_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """DISPLAY names a server that is not there: pystray fails; one warning, no exception, no retry."""
     monkeypatch.setenv("DISPLAY", ":187")
     monkeypatch.setenv("PYSTRAY_BACKEND", "xorg")
@@ -192,7 +196,7 @@ def test_unreachable_display_logs_one_line(make_workspace: Callable[..., Path], 
         ctx.bind_loop(asyncio.get_running_loop())
         component = tray_mod.TrayComponent()
         await component.start(ctx)
-        await asyncio.sleep(0.3)   # a retry loop would log again in this time
+        await asyncio.sleep(0.3)  # a retry loop would log again in this time
         status = component.status()
         await component.stop()
         return status
@@ -205,8 +209,9 @@ def test_unreachable_display_logs_one_line(make_workspace: Callable[..., Path], 
     ctx.shutdown_executors()
 
 
-def test_headless_daemon_process_with_tray_flag(make_workspace: Callable[..., Path], daemon_factory: Any,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_headless_daemon_process_with_tray_flag(
+    make_workspace: Callable[..., Path], daemon_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real daemon started with --tray and no display: it runs, answers, logs one tray line, exits 0."""
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
@@ -216,7 +221,8 @@ def test_headless_daemon_process_with_tray_flag(make_workspace: Callable[..., Pa
     assert status["tray"] == {"shown": False, "reason": "no display (DISPLAY and WAYLAND_DISPLAY are not set)"}
     assert daemon.call("get_memory", id="deploy")["id"] == "deploy"
     from ctxos.client.commands.daemon_cmds import format_status
-    text = format_status({"running": True, **status})      # the text agrees with the JSON
+
+    text = format_status({"running": True, **status})  # the text agrees with the JSON
     assert "tray running without an icon (no display" in text and "tray running," not in text
     assert daemon.stop() == 0
     tray_lines = [line for line in daemon.output().splitlines() if "tray" in line.lower()]
@@ -235,10 +241,14 @@ class XSession:
         self.recorded = base / "notifications.tsv"
         self.env: dict[str, str] = {}
 
-    def start(self) -> "XSession":
+    def start(self) -> XSession:
         read_fd, write_fd = os.pipe()
-        xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
-                                pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        xvfb = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
+            pass_fds=(write_fd,),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(xvfb)
         os.close(write_fd)
         number = b""
@@ -251,22 +261,41 @@ class XSession:
         display = f":{number.decode().strip()}"
         self.env = {"DISPLAY": display, "PYSTRAY_BACKEND": "xorg"}
         env = {**os.environ, **self.env}
-        self.procs.append(subprocess.Popen(["trayer", "--SetDockType", "true", "--expand", "false", "--width", "10"],
-                                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.procs.append(
+            subprocess.Popen(
+                ["trayer", "--SetDockType", "true", "--expand", "false", "--width", "10"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        bus = subprocess.Popen(
+            ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(bus)
         assert bus.stdout is not None
         self.env["DBUS_SESSION_BUS_ADDRESS"] = bus.stdout.readline().decode().strip()
         script = self.base / "record.sh"
-        script.write_text("#!/bin/sh\nprintf '%s\\t%s\\t%s\\n' \"$DUNST_APP_NAME\" \"$DUNST_SUMMARY\" "
-                          f"\"$(printf '%s' \"$DUNST_BODY\" | tr '\\n' '|')\" >> '{self.recorded}'\n")
+        script.write_text(
+            "#!/bin/sh\nprintf '%s\\t%s\\t%s\\n' \"$DUNST_APP_NAME\" \"$DUNST_SUMMARY\" "
+            f"\"$(printf '%s' \"$DUNST_BODY\" | tr '\\n' '|')\" >> '{self.recorded}'\n"
+        )
         script.chmod(0o755)
         dunstrc = self.base / "dunstrc"
-        dunstrc.write_text(f'[global]\n    font = Monospace 8\n[ctxos_record]\n    appname = "AI Context OS"\n'
-                           f"    script = {script}\n")
-        self.procs.append(subprocess.Popen(["dunst", "-config", str(dunstrc)], env={**env, **self.env},
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        dunstrc.write_text(
+            f'[global]\n    font = Monospace 8\n[ctxos_record]\n    appname = "AI Context OS"\n    script = {script}\n'
+        )
+        self.procs.append(
+            subprocess.Popen(
+                ["dunst", "-config", str(dunstrc)],
+                env={**env, **self.env},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         self._wait(self._tray_ready, "trayer to own the system tray selection")
         self._wait(self._notifications_ready, "dunst on the session bus")
         return self
@@ -281,6 +310,7 @@ class XSession:
 
     def display(self) -> Any:
         from Xlib import display as xdisplay
+
         return xdisplay.Display(self.env["DISPLAY"])
 
     def _tray_ready(self) -> bool:
@@ -292,10 +322,20 @@ class XSession:
             d.close()
 
     def _notifications_ready(self) -> bool:
-        out = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
-                              "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
-                              "string:org.freedesktop.Notifications"],
-                             env={**os.environ, **self.env}, capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                "dbus-send",
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.NameHasOwner",
+                "string:org.freedesktop.Notifications",
+            ],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+        )
         return "boolean true" in out.stdout
 
     def notifications(self) -> list[tuple[str, str, str]]:
@@ -378,7 +418,7 @@ def icon_colour(display: Any, window: Any) -> tuple[int, int, int]:
     raw = window.get_image(0, 0, geo.width, geo.height, 2, 0xFFFFFFFF)  # ZPixmap
     image = Image.frombytes("RGB", (geo.width, geo.height), raw.data, "raw", "BGRX")
     data = image.tobytes()
-    counts = Counter(tuple(data[i:i + 3]) for i in range(0, len(data), 3))
+    counts = Counter(tuple(data[i : i + 3]) for i in range(0, len(data), 3))
     background = tuple(image.getpixel((0, 0)))
     colour, _ = next((c, n) for c, n in counts.most_common() if c != background)
     return colour
@@ -402,8 +442,10 @@ def _window_diag(window: Any) -> str:
     try:
         tree = window.query_tree()
         geo = window.get_geometry()
-        return (f"{window} map_state {window.get_attributes().map_state}, parent {tree.parent}, "
-                f"{geo.width}x{geo.height}+{geo.x}+{geo.y}")
+        return (
+            f"{window} map_state {window.get_attributes().map_state}, parent {tree.parent}, "
+            f"{geo.width}x{geo.height}+{geo.x}+{geo.y}"
+        )
     except Exception as exc:  # noqa: BLE001
         return repr(exc)
 
@@ -437,29 +479,45 @@ def shows_colour(display: Any, window: Any, expected: tuple[int, int, int]) -> b
 
 def _findings_workspace(make_workspace: Callable[..., Path]) -> Path:
     """A workspace with one decaying memory and one conflicting pair (real governance finds them)."""
-    shared = ("Deploy the api service with blue green releases behind the load balancer, "
-              "run database migrations first, then switch traffic and watch the error rate dashboards.")
-    root = make_workspace({
-        "04-skills/deploy-new.md": memory_text("deploy-new", shared, type="skill", importance=0.9, tags=["deploy"]),
-        "04-skills/deploy-old.md": memory_text("deploy-old", shared + " Rollback by switching back.", type="skill",
-                                               importance=0.2, tags=["deploy"]),
-        "05-resources/vendor-list.md": memory_text("vendor-list", "Vendors we evaluated for log shipping in 2019.",
-                                                   type="resource", modified="2020-01-15", created="2019-11-02"),
-        # Clean memories of other types, so a broken file has a cleanliness share to lower.
-        "08-rules/review.md": memory_text("review", "Every change gets a second reviewer.", type="rule"),
-        "06-decisions/queue.md": memory_text("queue", "We chose a managed queue over running our own brokers.",
-                                             type="decision"),
-        "07-tasks/rotate-keys.md": memory_text("rotate-keys", "Rotate the signing keys before the audit.", type="task"),
-        "01-context/team.md": memory_text("team", "Four engineers, one designer, weekly planning.", type="context"),
-        "03-projects/search.md": memory_text("search", "The search project adds typo tolerance to queries.",
-                                             type="project"),
-    })
-    (root / "_config.yaml").write_text(textwrap.dedent("""\
+    shared = (
+        "Deploy the api service with blue green releases behind the load balancer, "
+        "run database migrations first, then switch traffic and watch the error rate dashboards."
+    )
+    root = make_workspace(
+        {
+            "04-skills/deploy-new.md": memory_text("deploy-new", shared, type="skill", importance=0.9, tags=["deploy"]),
+            "04-skills/deploy-old.md": memory_text(
+                "deploy-old", shared + " Rollback by switching back.", type="skill", importance=0.2, tags=["deploy"]
+            ),
+            "05-resources/vendor-list.md": memory_text(
+                "vendor-list",
+                "Vendors we evaluated for log shipping in 2019.",
+                type="resource",
+                modified="2020-01-15",
+                created="2019-11-02",
+            ),
+            # Clean memories of other types, so a broken file has a cleanliness share to lower.
+            "08-rules/review.md": memory_text("review", "Every change gets a second reviewer.", type="rule"),
+            "06-decisions/queue.md": memory_text(
+                "queue", "We chose a managed queue over running our own brokers.", type="decision"
+            ),
+            "07-tasks/rotate-keys.md": memory_text(
+                "rotate-keys", "Rotate the signing keys before the audit.", type="task"
+            ),
+            "01-context/team.md": memory_text("team", "Four engineers, one designer, weekly planning.", type="context"),
+            "03-projects/search.md": memory_text(
+                "search", "The search project adds typo tolerance to queries.", type="project"
+            ),
+        }
+    )
+    (root / "_config.yaml").write_text(
+        textwrap.dedent("""\
         tray:
           notify_min_interval_s: 0
           min_refresh_gap_s: 0
           refresh_seconds: 300
-        """))
+        """)
+    )
     return root
 
 
@@ -491,9 +549,10 @@ async def _refreshed(component: Any, after: float) -> None:
 
 @needs_x
 def test_tray_icon_menu_band_and_notifications_in_daemon_context(
-        xenv: XSession, make_workspace: Callable[..., Path], tmp_path: Path) -> None:
-    from ctxos.daemon.http_server import HttpServerComponent
+    xenv: XSession, make_workspace: Callable[..., Path], tmp_path: Path
+) -> None:
     from ctxos.daemon.context import DaemonOptions
+    from ctxos.daemon.http_server import HttpServerComponent
 
     root = _findings_workspace(make_workspace)
     ctx = _context(root, True)
@@ -503,13 +562,14 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
         loop = asyncio.get_running_loop()
         ctx.bind_loop(loop)
         quit_requested = asyncio.Event()
-        loop.add_signal_handler(signal.SIGTERM, quit_requested.set)   # as the daemon's main does
+        loop.add_signal_handler(signal.SIGTERM, quit_requested.set)  # as the daemon's main does
         await ctx.run_write(ctx.engine.load)
         ctx.mark_ready()
         http = HttpServerComponent()
         await http.start(ctx)
         from ctxos.daemon.watcher import WatcherComponent
-        watcher = WatcherComponent()   # real watcher: the menu's pause/resume acts on it
+
+        watcher = WatcherComponent()  # real watcher: the menu's pause/resume acts on it
         await watcher.start(ctx)
         component = tray_mod.TrayComponent()
         t0 = time.time()
@@ -526,8 +586,11 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             assert app.state.score == score
             display, window = await asyncio.to_thread(find_icon_window, xenv, root)
             assert window is not None, "no docked icon window"
-            await _until(lambda: window.get_attributes().map_state == 2, timeout=25.0,
-                         what=lambda: f"the icon to be viewable ({_window_diag(window)})")
+            await _until(
+                lambda: window.get_attributes().map_state == 2,
+                timeout=25.0,
+                what=lambda: f"the icon to be viewable ({_window_diag(window)})",
+            )
             expected = health_band(score)
             await _until(lambda: shows_colour(display, window, expected.rgb), what="band colour")
 
@@ -551,7 +614,8 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
 
             # The health band changes the icon: thresholds moved around the real score ...
             (root / "_config.yaml").write_text(
-                f"tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n  band_good_from: {score + 1}\n  band_fair_from: 0\n")
+                f"tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n  band_good_from: {score + 1}\n  band_fair_from: 0\n"
+            )
             await ctx.run_write(ctx.engine.reload_config)
             t1 = time.time()
             component.runner.trigger_refresh()
@@ -561,7 +625,8 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
 
             # ... and the score itself moving: a broken file lowers cleanliness, the band drops to red.
             (root / "_config.yaml").write_text(
-                f"tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n  band_good_from: {score}\n  band_fair_from: {score}\n")
+                f"tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n  band_good_from: {score}\n  band_fair_from: {score}\n"
+            )
             await ctx.run_write(ctx.engine.reload_config)
             t2 = time.time()
             component.runner.trigger_refresh()
@@ -573,7 +638,7 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
                 (root / f"09-scratch/broken-{i}.md").write_text("---\nid: [unclosed\n---\nbody\n")
             summary_obj = await ctx.run_write(ctx.engine.apply_changes, [f"09-scratch/broken-{i}.md" for i in range(3)])
             t3 = time.time()
-            await ctx.notify_change(summary_obj)          # the change-listener path the watcher uses
+            await ctx.notify_change(summary_obj)  # the change-listener path the watcher uses
             await _refreshed(component, t3)
             assert app.state.score is not None and app.state.score < score, (app.state.score, score)
             assert app.state.band is POOR
@@ -583,8 +648,10 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             assert len(xenv.notifications()) == 1
             # A new decaying memory: exactly one more notification, about it alone.
             (root / "05-resources/old-runbook.md").write_text(
-                memory_text("old-runbook", "Runbook for the retired batch cluster.", type="resource",
-                            modified="2019-03-01"))
+                memory_text(
+                    "old-runbook", "Runbook for the retired batch cluster.", type="resource", modified="2019-03-01"
+                )
+            )
             summary_obj = await ctx.run_write(ctx.engine.apply_changes, ["05-resources/old-runbook.md"])
             await ctx.notify_change(summary_obj)
             await _until(lambda: len(xenv.notifications()) == 2, what="a second notification")
@@ -610,8 +677,10 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             component.runner.trigger_refresh()
             await _refreshed(component, t5)
             assert "CONFIG ERROR" not in app.icon.title
-            assert not any(t.startswith("Config error") for t in
-                           (item.text for item in app.icon.menu.items if item.text and item.visible))
+            assert not any(
+                t.startswith("Config error")
+                for t in (item.text for item in app.icon.menu.items if item.text and item.visible)
+            )
 
             # Menu actions call the daemon.
             (root / "claude.md").unlink(missing_ok=True)
@@ -626,13 +695,19 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
 
             # A real click on the docked icon runs the default item (Open web view).
             await asyncio.to_thread(click, display, window)
+
             def _diag() -> str:
                 qp = display.screen().root.query_pointer()
                 pos = window.translate_coords(display.screen().root, 0, 0)
-                return (f"pointer {qp.root_x},{qp.root_y} child {qp.child}, icon at {-pos.x},{-pos.y} "
-                        f"{window.get_geometry().width}x{window.get_geometry().height}, win {window}")
-            await _until(lambda: len(_opened(tmp_path, "browser")) == 2,
-                         what=lambda: f"the click to open the web view (tray actions: {app.actions}) {_diag()}")
+                return (
+                    f"pointer {qp.root_x},{qp.root_y} child {qp.child}, icon at {-pos.x},{-pos.y} "
+                    f"{window.get_geometry().width}x{window.get_geometry().height}, win {window}"
+                )
+
+            await _until(
+                lambda: len(_opened(tmp_path, "browser")) == 2,
+                what=lambda: f"the click to open the web view (tray actions: {app.actions}) {_diag()}",
+            )
 
             await _activate(app, "Pause watching")
             assert app.state.pause_supported and app.state.paused
@@ -641,9 +716,16 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
             assert not app.state.paused and not watcher.status()["paused"]
 
             await _activate(app, "Quit AI Context OS")
-            await asyncio.wait_for(quit_requested.wait(), 5)   # SIGTERM reached this process
-            assert app.actions == ["regenerate_router", "open_workspace", "open_web_view", "open_web_view",
-                                   "toggle_pause", "toggle_pause", "quit"]
+            await asyncio.wait_for(quit_requested.wait(), 5)  # SIGTERM reached this process
+            assert app.actions == [
+                "regenerate_router",
+                "open_workspace",
+                "open_web_view",
+                "open_web_view",
+                "toggle_pause",
+                "toggle_pause",
+                "quit",
+            ]
             display.close()
         finally:
             await component.stop()
@@ -696,20 +778,25 @@ def test_tray_process_mode_over_the_socket(xenv: XSession, make_workspace: Calla
             assert status["shown"] and status["mode"] == "process", status
             child = component.child
             assert child is not None and child.pid != os.getpid()
-            display, window = await _until(lambda: (lambda d_w: d_w if d_w[1] is not None else None)(
-                find_icon_window(xenv, root)), what="the child's icon")
+            display, window = await _until(
+                lambda: (lambda d_w: d_w if d_w[1] is not None else None)(find_icon_window(xenv, root)),
+                what="the child's icon",
+            )
             health = await ctx.rpc.call(ctx, "health", {})
             expected = health_band(int(health["score"]))
-            await _until(lambda: shows_colour(display, window, expected.rgb),
-                         what="the child's icon in the band colour")
+            await _until(
+                lambda: shows_colour(display, window, expected.rgb), what="the child's icon in the band colour"
+            )
             # No change listener across processes: the child notices the watcher's next batch
             # (here: the config edit moving the thresholds) by polling `status`, then refreshes.
             other = POOR if expected is not POOR else GOOD
             bounds = "band_good_from: 101\n  band_fair_from: 101" if other is POOR else "band_good_from: 0"
             (root / "_config.yaml").write_text(
-                f"tray:\n  mode: process\n  notifications: false\n  min_refresh_gap_s: 0\n  {bounds}\n")
-            await _until(lambda: shows_colour(display, window, other.rgb), timeout=20,
-                         what="the child's icon to follow a change")
+                f"tray:\n  mode: process\n  notifications: false\n  min_refresh_gap_s: 0\n  {bounds}\n"
+            )
+            await _until(
+                lambda: shows_colour(display, window, other.rgb), timeout=20, what="the child's icon to follow a change"
+            )
             display.close()
         finally:
             await component.stop()
@@ -727,16 +814,21 @@ def test_tray_process_mode_over_the_socket(xenv: XSession, make_workspace: Calla
 
 @needs_x
 def test_daemon_process_shows_tray_click_opens_web_view_and_notifies(
-        xenv: XSession, make_workspace: Callable[..., Path], daemon_factory: Any, tmp_path: Path) -> None:
+    xenv: XSession, make_workspace: Callable[..., Path], daemon_factory: Any, tmp_path: Path
+) -> None:
     """End to end: `ctxos daemon --tray` as a real process on the Xvfb display."""
     root = _findings_workspace(make_workspace)
     daemon = daemon_factory(root, tray=True, http=True)
-    tray = daemon.wait_for(lambda: (daemon.status().get("tray") or {}).get("score") is not None and daemon.status()["tray"],
-                           message="the tray's first refresh")
+    tray = daemon.wait_for(
+        lambda: (daemon.status().get("tray") or {}).get("score") is not None and daemon.status()["tray"],
+        message="the tray's first refresh",
+    )
     assert tray["shown"] and tray["mode"] == "thread" and tray["pystray_backend"] == "xorg", tray
     assert tray["notifications"] == "dbus"
-    display, window = wait_until(lambda: (lambda d_w: d_w if d_w[1] is not None else None)(find_icon_window(xenv, root)),
-                                 what="the daemon's docked icon")
+    display, window = wait_until(
+        lambda: (lambda d_w: d_w if d_w[1] is not None else None)(find_icon_window(xenv, root)),
+        what="the daemon's docked icon",
+    )
     wait_until(lambda: window.get_attributes().map_state == 2, what="the icon to be viewable")
     score = daemon.call("health")["score"]
     wait_until(lambda: shows_colour(display, window, health_band(score).rgb), what="the band colour")
@@ -760,34 +852,50 @@ def test_daemon_process_shows_tray_click_opens_web_view_and_notifies(
 
 @needs_x
 def test_agent_flag_over_mcp_reaches_the_queue_and_one_tray_notification(
-        xenv: XSession, make_workspace: Callable[..., Path], daemon_factory: Any) -> None:
+    xenv: XSession, make_workspace: Callable[..., Path], daemon_factory: Any
+) -> None:
     """An agent flags a memory through ``ctxos mcp`` (stdio): it is in ``ctxos governance`` and dunst shows it once."""
     from mcp import Client, StdioServerParameters
     from mcp_types import Implementation
 
-    root = make_workspace({
-        "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill"),
-        "08-rules/review.md": memory_text("review", "Every change gets a second reviewer.", type="rule"),
-    })
+    root = make_workspace(
+        {
+            "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill"),
+            "08-rules/review.md": memory_text("review", "Every change gets a second reviewer.", type="rule"),
+        }
+    )
     (root / "_config.yaml").write_text("tray:\n  notify_min_interval_s: 0\n  min_refresh_gap_s: 0\n")
     daemon = daemon_factory(root, tray=True)
-    daemon.wait_for(lambda: (daemon.status().get("tray") or {}).get("score") is not None,
-                    message="the tray's first refresh")
-    assert xenv.notifications() == []                     # nothing needs judgment yet
+    daemon.wait_for(
+        lambda: (daemon.status().get("tray") or {}).get("score") is not None, message="the tray's first refresh"
+    )
+    assert xenv.notifications() == []  # nothing needs judgment yet
     ctxos = shutil.which("ctxos") or str(Path(sys.executable).with_name("ctxos"))
-    params = StdioServerParameters(command=ctxos, args=["--workspace", str(root), "mcp"], env={
-        "CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"], "PATH": os.environ["PATH"],
-        "HOME": os.environ.get("HOME", "/tmp")})
+    params = StdioServerParameters(
+        command=ctxos,
+        args=["--workspace", str(root), "mcp"],
+        env={
+            "CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"],
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", "/tmp"),
+        },
+    )
 
     async def agent() -> Any:
         async with Client(params, client_info=Implementation(name="claude-test", version="1")) as client:
-            return await client.call_tool("flag_memory", {"id": "deploy", "kind": "stale",
-                                                          "reason": "we deploy with the new pipeline now"})
+            return await client.call_tool(
+                "flag_memory", {"id": "deploy", "kind": "stale", "reason": "we deploy with the new pipeline now"}
+            )
 
     flagged = asyncio.run(agent())
     assert not flagged.is_error, flagged.content
-    queue = subprocess.run([ctxos, "--workspace", str(root), "governance", "--kind", "flag", "--json"],
-                           capture_output=True, text=True, check=True, timeout=60)
+    queue = subprocess.run(
+        [ctxos, "--workspace", str(root), "governance", "--kind", "flag", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     [finding] = json.loads(queue.stdout)["findings"]
     assert finding["ids"] == ["deploy"] and finding["evidence"]["flags"][0]["by"] == "claude-test via MCP"
     [(app, summary, body)] = wait_until(xenv.notifications, what="the flag's notification")

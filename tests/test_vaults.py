@@ -4,22 +4,21 @@ router files kept out of vaults that ``ctxos init`` did not create.
 The shared Obsidian, Dendron and Foam vaults (read-only, ``../shared/data``) are the tests;
 one test runs a real daemon process on the Obsidian vault.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import shared_data, write_files
-from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
-
 from ctxos.services.config import load_config
 from ctxos.services.engine import Engine
 from ctxos.services.links import qualified_ids
 from ctxos.services.router import regenerate_router
 from ctxos.services.store import MemoryStore
 from ctxos.services.workspace import iter_memory_paths, load_memory, scan_workspace, state_dir
+from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
 
 
 def scan(root: Path) -> MemoryStore:
@@ -34,22 +33,32 @@ def tree(root: Path) -> set[str]:
 
 # --- ids of files that share a stem ---------------------------------------------------------
 
+
 def test_qualified_ids_use_the_shortest_unique_folder_suffix():
     assert qualified_ids(["Plugins/Templates.md", "Obsidian Web Clipper/Templates.md"]) == {
-        "Plugins/Templates.md": "Plugins.Templates", "Obsidian Web Clipper/Templates.md": "Obsidian Web Clipper.Templates"}
+        "Plugins/Templates.md": "Plugins.Templates",
+        "Obsidian Web Clipper/Templates.md": "Obsidian Web Clipper.Templates",
+    }
     assert qualified_ids(["a/x/T.md", "b/x/T.md", "x/T.md", "T.md"]) == {
-        "a/x/T.md": "a.x.T", "b/x/T.md": "b.x.T", "x/T.md": "x.T", "T.md": "T"}
+        "a/x/T.md": "a.x.T",
+        "b/x/T.md": "b.x.T",
+        "x/T.md": "x.T",
+        "T.md": "T",
+    }
     assert qualified_ids(["only/one.md"]) == {"only/one.md": "one"}
 
 
 def test_repeated_stems_are_all_served_and_renamed_as_files_come_and_go(make_workspace):
-    root = make_workspace({
-        "Plugins/Templates.md": "Templates is a core plugin that inserts snippets.",
-        "Clipper/Templates.md": "Web Clipper templates capture page metadata.",
-        "Clipper/Use.md": "See [[Templates]] and [[Plugins/Templates|the plugin]].",
-        "notes/explicit.md": "---\nid: dup\n---\nfirst",
-        "notes/other.md": "---\nid: dup\n---\nsecond",
-    }, init=False)
+    root = make_workspace(
+        {
+            "Plugins/Templates.md": "Templates is a core plugin that inserts snippets.",
+            "Clipper/Templates.md": "Web Clipper templates capture page metadata.",
+            "Clipper/Use.md": "See [[Templates]] and [[Plugins/Templates|the plugin]].",
+            "notes/explicit.md": "---\nid: dup\n---\nfirst",
+            "notes/other.md": "---\nid: dup\n---\nsecond",
+        },
+        init=False,
+    )
     config = load_config(root)
     store = scan(root)
     assert store.get("Plugins.Templates").rel_path == "Plugins/Templates.md"
@@ -72,23 +81,26 @@ def test_repeated_stems_are_all_served_and_renamed_as_files_come_and_go(make_wor
 
 
 def test_obsidian_link_resolution_rules(make_workspace):
-    root = make_workspace({
-        "Note.md": "root note",
-        "A/Note.md": "note in A",
-        "A/Deep/Note.md": "deep note",
-        "A/Here.md": "links",
-        "B/Sub/Page.md": "a page",
-        "Other.md": "# Some Title\n\nother",
-    }, init=False)
+    root = make_workspace(
+        {
+            "Note.md": "root note",
+            "A/Note.md": "note in A",
+            "A/Deep/Note.md": "deep note",
+            "A/Here.md": "links",
+            "B/Sub/Page.md": "a page",
+            "Other.md": "# Some Title\n\nother",
+        },
+        init=False,
+    )
     store = scan(root)
-    assert store.resolve_link("Note", "A/Here.md") == "A.Note"               # same folder first
-    assert store.resolve_link("Note", "B/Sub/Page.md") == "Note"             # else the shortest path
-    assert store.resolve_link("/Note", "A/Here.md") == "Note"                # from the vault root
-    assert store.resolve_link("Deep/Note", "B/Sub/Page.md") == "Deep.Note"   # a path suffix
-    assert store.resolve_link("./Deep/Note", "A/Here.md") == "Deep.Note"     # relative to the linking note
+    assert store.resolve_link("Note", "A/Here.md") == "A.Note"  # same folder first
+    assert store.resolve_link("Note", "B/Sub/Page.md") == "Note"  # else the shortest path
+    assert store.resolve_link("/Note", "A/Here.md") == "Note"  # from the vault root
+    assert store.resolve_link("Deep/Note", "B/Sub/Page.md") == "Deep.Note"  # a path suffix
+    assert store.resolve_link("./Deep/Note", "A/Here.md") == "Deep.Note"  # relative to the linking note
     assert store.resolve_link("../Note", "A/Deep/Note.md") == "A.Note"
-    assert store.resolve_link("sub/page", None) == "Page"                   # case-insensitive path
-    assert store.resolve_link("some title", None) == "Other"                # loose: the title
+    assert store.resolve_link("sub/page", None) == "Page"  # case-insensitive path
+    assert store.resolve_link("some title", None) == "Other"  # loose: the title
     assert store.resolve_link("Missing", "A/Here.md") is None
 
 
@@ -102,13 +114,14 @@ def test_an_id_change_alone_reaches_the_index(make_workspace):
     assert "Plugins.Templates" in summary.updated and "Templates" in summary.removed
     assert [s.id for s in engine.execute_context_query("reusable snippets").selected][0] == "Plugins.Templates"
     engine.close()
-    again = Engine(root)                      # a fresh start over the same index finds the ids current
+    again = Engine(root)  # a fresh start over the same index finds the ids current
     again.load()
     assert again.execute_context_query("reusable snippets").selected[0].id == "Plugins.Templates"
     again.close()
 
 
 # --- the shared vaults ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("vault", ["obsidian-help", "dendron-vault", "foam-docs"])
 def test_every_note_of_the_shared_vaults_is_served_or_explained(vault):
@@ -121,7 +134,7 @@ def test_every_note_of_the_shared_vaults_is_served_or_explained(vault):
     assert served | set(explained) == paths and not served & set(explained)
     for path, reason in explained.items():
         assert reason
-        if "duplicate id" in reason:   # only explicit frontmatter ids can clash now
+        if "duplicate id" in reason:  # only explicit frontmatter ids can clash now
             assert load_memory(root, path, engine.config).metadata.get("id") is not None, path
     dangling = [target for _, target in engine.graph().dangling]
     assert not [t for t in dangling if t.lower().endswith((".png", ".svg", ".jpg", ".pdf", ".canvas"))]
@@ -137,8 +150,10 @@ def test_obsidian_vault_names_links_and_l0_lines():
     assert store.get_by_path("Plugins/Templates.md").id == "Plugins.Templates"
     assert store.get_by_path("Obsidian Sync/Security and privacy.md").id == "Obsidian Sync.Security and privacy"
     # [[Security and privacy]] written in Obsidian Sync/ names the Sync page, not Publish's
-    assert store.resolve_link("Security and privacy", "Obsidian Sync/Headless Sync.md") == \
-        "Obsidian Sync.Security and privacy"
+    assert (
+        store.resolve_link("Security and privacy", "Obsidian Sync/Headless Sync.md")
+        == "Obsidian Sync.Security and privacy"
+    )
     assert engine.graph().dangling == []
     l0 = {m.rel_path: m.l0 for m in store.memories.values()}
     assert l0["Bases/Layouts/Cards view.md"] == "Cards view — Cards is a type of view you can use in Bases."
@@ -156,16 +171,17 @@ def test_dendron_hierarchy_and_foam_links_keep_resolving():
     dendron.load()
     graph = dendron.graph()
     linked = sum(len(targets) for targets in graph.outgoing.values())
-    assert linked > 2000 and len(graph.dangling) < 200     # the vault links to notes it does not ship
+    assert linked > 2000 and len(graph.dangling) < 200  # the vault links to notes it does not ship
     dendron.close()
     foam = Engine(shared_data("foam-docs"))
     foam.load()
-    assert {"docs.index", "user.index"} <= set(foam.store.memories)   # docs/index.md, docs/user/index.md
+    assert {"docs.index", "user.index"} <= set(foam.store.memories)  # docs/index.md, docs/user/index.md
     assert len(foam.graph().dangling) <= 3
     foam.close()
 
 
 # --- router files stay out of vaults init did not create --------------------------------------
+
 
 def test_router_files_go_to_the_state_dir_in_a_vault_init_did_not_create(make_workspace):
     vault = make_workspace({"Notes/Idea.md": "# Idea\n\nA thought worth keeping."}, init=False)
@@ -208,8 +224,12 @@ def test_real_daemon_serves_the_obsidian_vault_and_writes_nothing_into_it(daemon
     before = tree(vault)
     daemon = daemon_factory(vault)
     ids = daemon.memory_ids()
-    assert {"Plugins.Templates", "Obsidian Web Clipper.Templates", "Obsidian Sync.Security and privacy",
-            "Obsidian Publish.Security and privacy"} <= ids
+    assert {
+        "Plugins.Templates",
+        "Obsidian Web Clipper.Templates",
+        "Obsidian Sync.Security and privacy",
+        "Obsidian Publish.Security and privacy",
+    } <= ids
     assert daemon.call("doctor")["count"] == 0
     context = daemon.call("get_context", query="insert a template into a note", budget_tokens=2000)
     assert "Plugins.Templates" in context["rendered"]
@@ -223,9 +243,14 @@ def test_real_daemon_serves_the_obsidian_vault_and_writes_nothing_into_it(daemon
 
 @pytest.mark.slow
 def test_real_daemon_first_start_creates_nothing_in_a_writable_vault(make_workspace, daemon_factory):  # noqa: F811
-    vault = make_workspace({"Daily/Plan.md": "# Plan\n\nShip the vault support.",
-                            "Work/Plan.md": "# Plan\n\nA second plan with the same name.",
-                            "Home.md": "See [[Plan]] and ![[diagram.png]]."}, init=False)
+    vault = make_workspace(
+        {
+            "Daily/Plan.md": "# Plan\n\nShip the vault support.",
+            "Work/Plan.md": "# Plan\n\nA second plan with the same name.",
+            "Home.md": "See [[Plan]] and ![[diagram.png]].",
+        },
+        init=False,
+    )
     before = tree(vault)
     daemon = daemon_factory(vault)
     assert {"Daily.Plan", "Work.Plan", "Home"} <= daemon.memory_ids()
@@ -233,4 +258,4 @@ def test_real_daemon_first_start_creates_nothing_in_a_writable_vault(make_worksp
     daemon.wait_for(lambda: (router / "claude.md").is_file(), timeout=30, message="router files in .ctxos/router")
     assert {p for p in tree(vault) - before if not p.startswith(".ctxos")} == set()
     graph = daemon.call("graph")
-    assert graph["dangling"] == []                          # the image embed is not a dangling link
+    assert graph["dangling"] == []  # the image embed is not a dangling link

@@ -14,20 +14,21 @@ Each view is screenshotted to ``test-artifacts/web/`` (or ``$CTXOS_TEST_ARTIFACT
 the path is printed. The module is skipped, with the reason, where Chromium or
 Playwright is not installed (``.ci/run`` installs both).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
+from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 from daemon_helpers import DaemonProcess, short_runtime_dir, start_daemon
 from web_helpers import api, artifacts_dir, build_workspace, http_daemon
-from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 
 pytestmark = pytest.mark.slow
 
@@ -70,14 +71,16 @@ def test_simulate_view_shows_memories_with_tiers(page: Any, url: str) -> None:
     expected = api(url, "POST", "/api/simulate", {"query": query, "budget_tokens": 1500})
     rows = page.locator("#sim-table tbody tr[data-id]")
     assert rows.count() == len(expected["selected"])
-    shown = [(rows.nth(i).get_attribute("data-id"), rows.nth(i).locator(".tier").inner_text())
-             for i in range(rows.count())]
+    shown = [
+        (rows.nth(i).get_attribute("data-id"), rows.nth(i).locator(".tier").inner_text()) for i in range(rows.count())
+    ]
     assert shown == [(s["id"], s["tier"]) for s in expected["selected"]]
     assert ("rust-error-handling", "L2") in shown and shown[0][0] == "no-secrets"
     top = page.locator("#sim-table tr[data-id='rust-error-handling']")
-    assert top.locator("td").nth(3).inner_text() == str(next(s["tokens"] for s in expected["selected"]
-                                                             if s["id"] == "rust-error-handling"))
-    assert top.locator(".stack i").count() >= 3                     # several signals contribute
+    assert top.locator("td").nth(3).inner_text() == str(
+        next(s["tokens"] for s in expected["selected"] if s["id"] == "rust-error-handling")
+    )
+    assert top.locator(".stack i").count() >= 3  # several signals contribute
     assert page.locator("#sim-intent-detected").inner_text() == expected["intent"]
     # Explainability (issue 13): why this intent, which model, where each memory came from.
     assert page.locator("#sim-intent-reason").inner_text() == expected["intent_reason"]
@@ -109,8 +112,8 @@ def test_graph_renders_every_memory(page: Any, url: str) -> None:
     assert page.evaluate(colour, "rust-async") != page.evaluate(colour, "sourdough")
     screenshot(page, "2-graph-by-community")
     page.click("#graph-colour button[data-colour='type']")
-    assert page.evaluate(colour, "rust-async") == page.evaluate(colour, "rust-testing")   # both skills
-    assert page.evaluate(colour, "sourdough") != page.evaluate(colour, "flour-choice")    # resource vs decision
+    assert page.evaluate(colour, "rust-async") == page.evaluate(colour, "rust-testing")  # both skills
+    assert page.evaluate(colour, "sourdough") != page.evaluate(colour, "flour-choice")  # resource vs decision
     screenshot(page, "3-graph-by-type")
     # Click a node on the canvas, then through to the memory.
     box = page.locator("#graph-canvas").bounding_box()
@@ -141,7 +144,7 @@ def test_governance_action_changes_the_files(page: Any, url: str, daemon: Daemon
     scratch.locator("button[data-action='dismiss']").click()
     scratch.wait_for(state="detached")
     assert fingerprint in json.loads((daemon.root / ".ctxos/dismissed.json").read_text())
-    assert (daemon.root / "09-scratch/todo-scratch.md").is_file()       # dismissing keeps the file
+    assert (daemon.root / "09-scratch/todo-scratch.md").is_file()  # dismissing keeps the file
     assert page.locator("#gov-count").inner_text() == str(page.locator(".card").count())
 
 
@@ -169,9 +172,11 @@ def test_editor_saves_and_follows_the_file_on_disk(page: Any, url: str, daemon: 
     page.click("#ed-save")
     page.wait_for_selector("#ed-note:has-text('Saved')")
     text = path.read_text()
-    assert "l0: 'Testing Rust crates: unit, integration and doc tests.'" in text or \
-        "l0: \"Testing Rust crates: unit, integration and doc tests.\"" in text or \
-        "l0: Testing Rust crates: unit, integration and doc tests." in text
+    assert (
+        "l0: 'Testing Rust crates: unit, integration and doc tests.'" in text
+        or "l0: \"Testing Rust crates: unit, integration and doc tests.\"" in text
+        or "l0: Testing Rust crates: unit, integration and doc tests." in text
+    )
     assert "version: 2" in text and "doctest" in text
     assert "version 2" in page.inner_text("#ed-meta")
 
@@ -191,7 +196,7 @@ def test_editor_saves_and_follows_the_file_on_disk(page: Any, url: str, daemon: 
     assert path.read_text() == on_disk
     assert re.search(r"changed since you read it", page.inner_text("#ed-note"))
     screenshot(page, "7-editor-conflict")
-    page.click("#ed-note button")                                      # load the version on disk
+    page.click("#ed-note button")  # load the version on disk
     page.wait_for_function("document.querySelector('#ed-l1').value.includes('Always put unit tests')")
 
 
@@ -221,7 +226,7 @@ def test_page_needs_the_one_time_link_and_then_works(browser: Any, tmp_path: Pat
     try:
         pg = context.new_page()
         pg.set_default_timeout(TIMEOUT_MS)
-        pg.goto(proc.http_url + "/#/simulate")                      # the shell loads, the data does not
+        pg.goto(proc.http_url + "/#/simulate")  # the shell loads, the data does not
         pg.wait_for_selector("#banner:has-text('ctxos open')")
         assert pg.locator("#workspace-path").inner_text() == ""
         assert pg.evaluate("document.body.dataset.auth") == "none"
@@ -229,13 +234,13 @@ def test_page_needs_the_one_time_link_and_then_works(browser: Any, tmp_path: Pat
         link = proc.call("web_login")["url"]
         pg.goto(link)
         assert pg.url == proc.http_url + "/"
-        cookie, = context.cookies()
+        (cookie,) = context.cookies()
         assert cookie["name"] == f"ctxos_session_{proc.http_port}" and cookie["httpOnly"]
         assert cookie["sameSite"] == "Strict" and cookie["path"] == "/"
-        assert pg.evaluate("document.cookie") == ""                  # page scripts cannot read it
+        assert pg.evaluate("document.cookie") == ""  # page scripts cannot read it
         pg.wait_for_function("document.querySelector('#workspace-path').textContent.length > 0")
         assert pg.locator("#workspace-path").inner_text() == str(root.resolve())
-        pg.wait_for_selector("#live-indicator[data-state='on']")      # /api/events accepted the cookie
+        pg.wait_for_selector("#live-indicator[data-state='on']")  # /api/events accepted the cookie
         pg.fill("#sim-query", "sourdough starter")
         pg.click("#sim-run")
         pg.wait_for_selector("#sim-table tr[data-id='sourdough']")
@@ -264,23 +269,28 @@ def test_history_panel_shows_diffs_and_restores(page: Any, url: str, daemon: Dae
     """The editor's History panel (journal mode here: the workspace is no git repository)."""
     path = daemon.root / "05-resources/oven-temps.md"
     first = api(url, "GET", "/api/memories/oven-temps")
-    api(url, "PUT", "/api/memories/oven-temps", {"version": first["version"], "l0": first["l0"],
-                                                  "content": "Bake at 250C for the first 20 minutes."})
+    api(
+        url,
+        "PUT",
+        "/api/memories/oven-temps",
+        {"version": first["version"], "l0": first["l0"], "content": "Bake at 250C for the first 20 minutes."},
+    )
     page.goto(url + "/#/memories/oven-temps")
     page.wait_for_function("document.querySelector('#ed-id').value === 'oven-temps'")
     page.click("#history-panel > summary")
     page.wait_for_selector("#history-table tbody tr[data-n]")
     rows = page.locator("#history-table tbody tr[data-n]")
-    assert rows.count() == 2                      # the file as found on disk, then the page's save
+    assert rows.count() == 2  # the file as found on disk, then the page's save
     assert "web page via REST" in rows.nth(0).inner_text()
     rows.nth(0).locator(".history-diff-btn").click()
     page.wait_for_selector("#history-diff pre.diff .d-add")
-    assert "Bake at 250C" in page.inner_text("#history-diff pre.diff .d-add >> nth=-1") or \
-        "Bake at 250C" in page.inner_text("#history-diff")
+    assert "Bake at 250C" in page.inner_text(
+        "#history-diff pre.diff .d-add >> nth=-1"
+    ) or "Bake at 250C" in page.inner_text("#history-diff")
     shot = screenshot(page, "8-editor-history")
-    if os.environ.get("CTXOS_DOCS_SCREENSHOTS"):        # refresh docs/screenshot-history.png on request only
+    if os.environ.get("CTXOS_DOCS_SCREENSHOTS"):  # refresh docs/screenshot-history.png on request only
         shutil.copy(shot, Path(__file__).resolve().parents[1] / "docs" / "screenshot-history.png")
-    rows.nth(1).locator(".history-restore").click()          # back to the version found on disk
+    rows.nth(1).locator(".history-restore").click()  # back to the version found on disk
     page.wait_for_selector("#history-note:has-text('Restored version 1')")
     assert "Bake at 250C" not in path.read_text()
     assert f"version: {first['version'] + 2}" in path.read_text()
@@ -299,13 +309,17 @@ def test_top_bar_shows_indexing_while_the_daemon_builds(browser: Any, tmp_path: 
         (root / "05-resources" / f"note-{i:05d}.md").write_text(memory_text(f"note-{i:05d}", f"Note {i}."))
     daemon = start_daemon(root, http=True, wait_ready=False, runtime_dir=short_runtime_dir())
     try:
-        daemon.wait_for(lambda: bool(daemon.status().get("http")) and daemon.status()["state"] == "indexing", 300,
-                        message="HTTP and a partial index")
+        daemon.wait_for(
+            lambda: bool(daemon.status().get("http")) and daemon.status()["state"] == "indexing",
+            300,
+            message="HTTP and a partial index",
+        )
         with open_page(browser, width=1200, height=700, timeout_ms=TIMEOUT_MS) as pg:
             log_in(pg, daemon)
             pg.wait_for_selector("#index-progress", state="visible")
-            assert re.fullmatch(r"indexing [\d,]+ of [\d,]+|embedding \([\d,]+ memories\)",
-                                pg.locator("#index-progress").inner_text())
+            assert re.fullmatch(
+                r"indexing [\d,]+ of [\d,]+|embedding \([\d,]+ memories\)", pg.locator("#index-progress").inner_text()
+            )
             screenshot(pg, "0-indexing")
             pg.wait_for_selector("#index-progress", state="hidden", timeout=300_000)
             assert daemon.status()["state"] == "ready"

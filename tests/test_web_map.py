@@ -14,36 +14,43 @@ Screenshots of these views go to the test artifacts folder; with
 PNGs, kept small), so an ordinary test run leaves the checkout clean. Playwright drives Debian's
 ``/usr/bin/chromium``, as in ``test_web_browser.py``.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
+from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
 from conftest import shared_data
 from daemon_helpers import DaemonProcess, memory_text, short_runtime_dir, start_daemon
-from web_helpers import api, artifacts_dir
 from mcp_helpers import APOLLO_BODY, apollo_files
-from browser_helpers import browser, log_in, open_page  # noqa: F401  (browser is a fixture; skips without Chromium)
+from web_helpers import api, artifacts_dir
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_MS = 45_000           # generous: a loaded 2-core machine renders slowly
+TIMEOUT_MS = 45_000  # generous: a loaded 2-core machine renders slowly
 DOCS_SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 BODY = APOLLO_BODY
 GOVERNANCE_FILES = {
     **apollo_files(),
-    "08-rules/go-style.md": memory_text("go-style", "Go code style for the team. Always use tabs for indentation "
-                                        "in Go source files. Run gofmt before each commit.", type="rule",
-                                        tags=["go", "style"]),
-    "04-skills/go-format.md": memory_text("go-format", "How we format Go code. Never use tabs for indentation in "
-                                          "Go source files. Run gofmt before each commit.", type="skill",
-                                          tags=["go", "style"]),
+    "08-rules/go-style.md": memory_text(
+        "go-style",
+        "Go code style for the team. Always use tabs for indentation in Go source files. Run gofmt before each commit.",
+        type="rule",
+        tags=["go", "style"],
+    ),
+    "04-skills/go-format.md": memory_text(
+        "go-format",
+        "How we format Go code. Never use tabs for indentation in Go source files. Run gofmt before each commit.",
+        type="skill",
+        tags=["go", "style"],
+    ),
     "04-skills/deploy.md": memory_text("deploy", "Deploy with the release checklist.", type="skill"),
 }
 
@@ -73,6 +80,7 @@ def daemon_on(tmp_path: Path) -> Iterator[Any]:
 def shot(pg: Any, name: str, *, full_page: bool = False) -> Path:
     """Screenshot to the artifacts folder and, with CTXOS_UPDATE_SCREENSHOTS=1, as a small PNG to docs/screenshots/."""
     from PIL import Image
+
     raw = pg.screenshot(full_page=full_page)
     (artifacts_dir() / f"{name}.png").write_bytes(raw)
     if os.environ.get("CTXOS_UPDATE_SCREENSHOTS") != "1":
@@ -89,15 +97,15 @@ def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: A
     shutil.copytree(shared_data("obsidian-help"), vault)
     for folder in [vault, *vault.rglob("*")]:
         if folder.is_dir():
-            folder.chmod(0o755)                  # the copy keeps the corpus's read-only bits
+            folder.chmod(0o755)  # the copy keeps the corpus's read-only bits
     daemon = daemon_on(vault)
     url = daemon.http_url
     graph = api(url, "GET", "/api/graph")
-    assert all(isinstance(n["x"], float) for n in graph["nodes"])       # positions come from the server
+    assert all(isinstance(n["x"], float) for n in graph["nodes"])  # positions come from the server
     named = [c for c in graph["communities"] if c["size"] > 1]
     log_in(page, daemon)
     page.goto(url + "/#/graph")
-    page.wait_for_function("document.querySelector('#graph-canvas').dataset.nodes === String(%d)" % len(graph["nodes"]))
+    page.wait_for_function(f"document.querySelector('#graph-canvas').dataset.nodes === String({len(graph['nodes'])})")
     # The legend names communities by their terms, largest first; never "community 3".
     legend = page.locator("#graph-legend .legend-item .legend-name")
     shown = [legend.nth(i).inner_text() for i in range(legend.count())]
@@ -147,23 +155,34 @@ def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: A
     assert "Settings" not in item.inner_text() and item.inner_text().count("Cards view") == 1
     intro = page.locator("#mem-list li[data-id='Introduction to Bases']")
     assert intro.locator(".mem-title").inner_text() == "Introduction to Bases"
-    assert intro.locator(".l0").inner_text().startswith("Create database-like views")    # no title repeated
+    assert intro.locator(".l0").inner_text().startswith("Create database-like views")  # no title repeated
     shot(page, "memories-titles")
 
 
-def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_workspace: Any, daemon_on: Any,
-                                                                    page: Any) -> None:
+def test_governance_cards_render_evidence_and_a_proposal_is_accepted(
+    make_workspace: Any, daemon_on: Any, page: Any
+) -> None:
     root = make_workspace(GOVERNANCE_FILES)
     daemon = daemon_on(root)
     url = daemon.http_url
-    daemon.call("flag", id="deploy", kind="stale", reason="the release checklist moved to the wiki",
-                by="claude-code via MCP")
-    proposal = daemon.call("propose_merge", ids=["apollo-storage", "apollo-db"], l0="Apollo billing database",
-                           merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
-                           by="claude-code via MCP")
+    daemon.call(
+        "flag", id="deploy", kind="stale", reason="the release checklist moved to the wiki", by="claude-code via MCP"
+    )
+    proposal = daemon.call(
+        "propose_merge",
+        ids=["apollo-storage", "apollo-db"],
+        l0="Apollo billing database",
+        merged_text=BODY + " Restores are tested monthly; the bucket is versioned.",
+        by="claude-code via MCP",
+    )
     # A proposal whose source a person edits afterwards: shown stale, and the page offers no Accept.
-    stale = daemon.call("propose_merge", ids=["go-style", "go-format"], l0="Go formatting",
-                        merged_text="Use gofmt; it indents with tabs.", by="claude-code via MCP")
+    stale = daemon.call(
+        "propose_merge",
+        ids=["go-style", "go-format"],
+        l0="Go formatting",
+        merged_text="Use gofmt; it indents with tabs.",
+        by="claude-code via MCP",
+    )
     go_format = root / "04-skills/go-format.md"
     go_format.write_text(go_format.read_text().replace("How we format Go code.", "How we format Go code today."))
     daemon.wait_for(lambda: daemon.call("proposal", id=stale["id"])["stale"], message="the edit to be indexed")
@@ -180,22 +199,26 @@ def test_governance_cards_render_evidence_and_a_proposal_is_accepted(make_worksp
     assert quotes.count() == 2
     heads = conflict.locator(".sbs-head")
     said = {heads.nth(i).inner_text(): quotes.nth(i).inner_text() for i in range(2)}
-    assert said == {"go-format": "Never use tabs for indentation in Go source files.",
-                    "go-style": "Always use tabs for indentation in Go source files."}
+    assert said == {
+        "go-format": "Never use tabs for indentation in Go source files.",
+        "go-style": "Always use tabs for indentation in Go source files.",
+    }
     # The agent's flag, with who said what.
     flag = page.locator(".card[data-kind='flag']")
     assert "claude-code via MCP" in flag.inner_text() and "the release checklist moved to the wiki" in flag.inner_text()
     for card in (dup, conflict, flag):
         text = card.locator(".evidence").inner_text()
-        assert "{" not in text and '"' not in text, text            # no raw JSON anywhere
+        assert "{" not in text and '"' not in text, text  # no raw JSON anywhere
     stale_card = page.locator(f".card.proposal.stale[data-proposal='{stale['id']}']")
     assert "go-format changed since the proposal" in stale_card.inner_text()
     assert stale_card.locator("button[data-action='accept']").is_disabled()
     # The proposal, with a diff against each source.
     card = page.locator(f".card[data-proposal='{proposal['id']}']")
     assert card.locator("details.diff-box").count() == 2
-    assert "+" + BODY + " Restores are tested monthly; the bucket is versioned." in \
-        card.locator(".d-add").first.inner_text()
+    assert (
+        "+" + BODY + " Restores are tested monthly; the bucket is versioned."
+        in card.locator(".d-add").first.inner_text()
+    )
     assert page.locator("#gov-count").inner_text() == str(page.locator(".card").count())
     shot(page, "governance", full_page=True)
     # Accept from the page: written through the write gate, the other source archived.

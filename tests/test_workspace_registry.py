@@ -2,6 +2,7 @@
 
 The CLI runs in a real subprocess; ``XDG_CONFIG_HOME`` is the test's own (conftest).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,19 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from ctxos.services.workspace_registry import (RegistryError, add_workspace, load_registry, registry_path,
-                                               remove_workspace)
+from ctxos.services.workspace_registry import (
+    RegistryError,
+    add_workspace,
+    load_registry,
+    registry_path,
+    remove_workspace,
+)
 
 
 def ctxos(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-m", "ctxos.client", *args], capture_output=True, text=True,
-                         env=dict(os.environ), timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxos.client", *args], capture_output=True, text=True, env=dict(os.environ), timeout=120
+    )
     if check and out.returncode != 0:
         raise AssertionError(f"ctxos {' '.join(args)} failed ({out.returncode}): {out.stderr}")
     return out
@@ -31,15 +37,15 @@ def test_add_names_from_folder_dedupes_and_keeps_existing(tmp_path: Path) -> Non
     a.mkdir(parents=True), b.mkdir(parents=True)
     assert add_workspace(a) == ("my-notes", True)
     assert add_workspace(b) == ("my-notes-2", True)
-    assert add_workspace(a) == ("my-notes", False)            # same folder: same name, no change
+    assert add_workspace(a) == ("my-notes", False)  # same folder: same name, no change
     registry = load_registry()
     assert registry.workspaces == {"my-notes": a.resolve(), "my-notes-2": b.resolve()}
-    assert registry.default_name() == "my-notes"               # the first one registered
+    assert registry.default_name() == "my-notes"  # the first one registered
     with pytest.raises(RegistryError, match="already used by"):
         add_workspace(b, "my-notes")
     with pytest.raises(RegistryError, match="not allowed"):
         add_workspace(b, "Bad Name/x")
-    assert add_workspace(b, "project", make_default=True) == ("project", False)   # a rename
+    assert add_workspace(b, "project", make_default=True) == ("project", False)  # a rename
     registry = load_registry()
     assert registry.default_name() == "project" and "my-notes-2" not in registry.workspaces
     assert remove_workspace("project") == b.resolve() and b.is_dir()
@@ -86,7 +92,9 @@ def test_cli_init_registers_and_workspace_commands(tmp_path: Path) -> None:
     assert data["registered_as"] == "beta"
     listing = json.loads(ctxos("workspace", "list", "--json").stdout)["workspaces"]
     assert [(row["name"], row["path"], row["default"]) for row in listing] == [
-        ("alpha", str(first.resolve()), True), ("beta", str(second.resolve()), False)]
+        ("alpha", str(first.resolve()), True),
+        ("beta", str(second.resolve()), False),
+    ]
     # --workspace NAME reaches the registered folder, before or after the subcommand.
     doctor = json.loads(ctxos("doctor", "--json", "--workspace", "beta").stdout)
     assert doctor["workspace"] == str(second.resolve())

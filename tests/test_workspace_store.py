@@ -1,4 +1,5 @@
 """Workspace init and scanning, the store's duplicate-id handling, and link resolution."""
+
 from __future__ import annotations
 
 import os
@@ -6,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import shared_data, write_files
 from ctxos.services.config import load_config
 from ctxos.services.model import InvalidFile, Memory
 from ctxos.services.store import MemoryStore
-from ctxos.services.workspace import (init_workspace, iter_memory_paths, load_memory,
-                                      scan_workspace, state_dir)
-from conftest import shared_data, write_files
+from ctxos.services.workspace import init_workspace, iter_memory_paths, load_memory, scan_workspace, state_dir
 
 
 def scan(root: Path) -> MemoryStore:
@@ -29,7 +29,7 @@ def test_init_is_idempotent_and_never_overwrites(tmp_path):
     (root / "_config.yaml").write_text("query: {default_budget: 999}\n")
     (root / "08-rules" / "memory-hygiene.md").unlink()
     second = init_workspace(root)
-    assert second.created == [] and not second.seeded_examples   # not a first run: no re-seed
+    assert second.created == [] and not second.seeded_examples  # not a first run: no re-seed
     assert (root / "_config.yaml").read_text() == "query: {default_budget: 999}\n"
     assert load_config(root).get("query.default_budget") == 999
     store = scan(root)
@@ -45,19 +45,21 @@ def test_examples_cover_required_types(tmp_path):
 
 
 def test_scan_skips_non_memory_places(make_workspace):
-    root = make_workspace({
-        "04-skills/a.md": "# A\n\ntext",
-        "inbox/new.md": "staged",
-        "sources/ref.md": "read-only",
-        "_archive/04-skills/old.md": "old",
-        ".git/x.md": "git",
-        "claude.md": "generated",
-        "AGENTS.md": "generated",
-        "04-skills/.hidden.md": "hidden",
-        "04-skills/notes.txt": "not markdown",
-        "Home.md": "# Home\n\nroot note",
-    })
-    assert sorted(iter_memory_paths(root)) == ["04-skills/a.md", "Home.md", "sources/ref.md"]   # sources: served
+    root = make_workspace(
+        {
+            "04-skills/a.md": "# A\n\ntext",
+            "inbox/new.md": "staged",
+            "sources/ref.md": "read-only",
+            "_archive/04-skills/old.md": "old",
+            ".git/x.md": "git",
+            "claude.md": "generated",
+            "AGENTS.md": "generated",
+            "04-skills/.hidden.md": "hidden",
+            "04-skills/notes.txt": "not markdown",
+            "Home.md": "# Home\n\nroot note",
+        }
+    )
+    assert sorted(iter_memory_paths(root)) == ["04-skills/a.md", "Home.md", "sources/ref.md"]  # sources: served
 
 
 def test_symlink_escaping_workspace_is_invalid(make_workspace, tmp_path):
@@ -74,10 +76,12 @@ def test_symlink_escaping_workspace_is_invalid(make_workspace, tmp_path):
 
 
 def test_duplicate_ids_name_both_files_and_promote_on_removal(make_workspace):
-    root = make_workspace({
-        "04-skills/a.md": "---\nid: same\n---\nfirst",
-        "06-decisions/b.md": "---\nid: same\n---\nsecond",
-    })
+    root = make_workspace(
+        {
+            "04-skills/a.md": "---\nid: same\n---\nfirst",
+            "06-decisions/b.md": "---\nid: same\n---\nsecond",
+        }
+    )
     store = scan(root)
     assert store.get("same").rel_path == "04-skills/a.md"
     [dup] = store.invalid_files()
@@ -101,15 +105,17 @@ def test_store_put_replaces_and_id_change(make_workspace):
 
 
 def test_resolve_link_loose_forms(make_workspace):
-    root = make_workspace({
-        "05-resources/Getting Started.md": "# Getting started\n\ntext",
-        "05-resources/api.design.md": "# API design\n\ntext",
-    })
+    root = make_workspace(
+        {
+            "05-resources/Getting Started.md": "# Getting started\n\ntext",
+            "05-resources/api.design.md": "# API design\n\ntext",
+        }
+    )
     store = scan(root)
     assert store.resolve_link("Getting Started") == "Getting Started"
     assert store.resolve_link("getting-started") == "Getting Started"
-    assert store.resolve_link("API Design") == "api.design"          # by title
-    assert store.resolve_link("alias|api.design") == "api.design"    # dendron alias first
+    assert store.resolve_link("API Design") == "api.design"  # by title
+    assert store.resolve_link("alias|api.design") == "api.design"  # dendron alias first
     assert store.resolve_link("nowhere") is None
 
 
@@ -118,7 +124,7 @@ def test_state_dir_for_read_only_workspace(tmp_path, monkeypatch):
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        path = state_dir(ro)   # also as root: the missing write bit marks it read-only
+        path = state_dir(ro)  # also as root: the missing write bit marks it read-only
         assert not path.is_relative_to(ro) and path.is_relative_to(tmp_path / "xdg-cache")
     finally:
         ro.chmod(0o755)
@@ -144,8 +150,9 @@ def test_cli_init_doctor_list(tmp_path):
     write_files(root, {"04-skills/bad.md": "---\nimportance: 3\n---\nx"})
     doctor = subprocess.run([*ctxos, "-w", str(root), "doctor"], capture_output=True, text=True, check=True)
     assert "04-skills/bad.md: importance 3 is outside 0.0-1.0" in doctor.stdout
-    listed = subprocess.run([*ctxos, "-w", str(root), "list", "--type", "rule", "--json"],
-                            capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [*ctxos, "-w", str(root), "list", "--type", "rule", "--json"], capture_output=True, text=True, check=True
+    )
     assert '"id": "memory-hygiene"' in listed.stdout
     missing = subprocess.run([*ctxos, "-w", str(tmp_path / "nope"), "doctor"], capture_output=True, text=True)
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -3,12 +3,12 @@
 The daemon-level guarantees are in test_data_safety.py / test_chaos.py; these pin the gate's
 contract for the modules that call it (the after_write hook, generated files, rollover, encoders).
 """
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from ctxos.daemon.rpc import encode_message
 from ctxos.services import write_gate
 from ctxos.services.engine import Engine
@@ -41,6 +41,7 @@ def test_after_write_runs_once_per_final_write_and_never_for_a_refusal(engine):
 
 def test_after_write_sees_both_paths_of_an_archive_move(engine):
     from ctxos.services.writes import archive_memory
+
     engine.save_memory(type="project", id="mv", l0="Move", content="Moved.")
     seen: list[str] = []
     hook = lambda root, rel: seen.append(rel)  # noqa: E731
@@ -55,6 +56,7 @@ def test_after_write_sees_both_paths_of_an_archive_move(engine):
 def test_a_failing_history_hook_does_not_turn_a_write_into_an_error(engine):
     def broken(root, rel):
         raise RuntimeError("history backend down")
+
     write_gate.after_write.append(broken)
     try:
         memory = engine.save_memory(type="project", id="b", l0="B", content="Kept.")
@@ -70,8 +72,9 @@ def test_gate_refuses_a_stale_base_even_inside_the_lock(engine):
     path.write_text(path.read_text() + "person\n", encoding="utf-8")
     before = path.read_bytes()
     with write_lock(engine.root), pytest.raises(WriteConflict):
-        write_gate.commit_memory(engine.root, engine.config, "03-projects/c.md",
-                                 "---\nid: c\nl0: C\n---\nagent\n", expected_checksum=old)
+        write_gate.commit_memory(
+            engine.root, engine.config, "03-projects/c.md", "---\nid: c\nl0: C\n---\nagent\n", expected_checksum=old
+        )
     assert path.read_bytes() == before
 
 
@@ -127,6 +130,7 @@ def test_an_editor_writing_into_the_old_file_during_a_save_keeps_its_text(engine
             if when == "before the rename":
                 person.write("person's late line\n")
                 person.flush()
+
         original(tmp_name, target, before_rename=before)
         if when == "after the rename":
             person.write("person's late line\n")
@@ -135,8 +139,14 @@ def test_an_editor_writing_into_the_old_file_during_a_save_keeps_its_text(engine
     monkeypatch.setattr(write_gate, "rename_temp", rename_with_a_late_edit)
     try:
         with pytest.raises(WriteConflict, match="edited on disk while your save was being written"):
-            engine.save_memory(type="project", id="late", l0="Late", content="Agent rewrite.",
-                               expected_version=current.version, expected_checksum=current.checksum)
+            engine.save_memory(
+                type="project",
+                id="late",
+                l0="Late",
+                content="Agent rewrite.",
+                expected_version=current.version,
+                expected_checksum=current.checksum,
+            )
     finally:
         person.close()
     text = path.read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
 """Agent and person writes: safety rules, version checks, atomic appends under concurrency."""
+
 from __future__ import annotations
 
 import os
@@ -6,11 +7,10 @@ import threading
 from pathlib import Path
 
 import pytest
-
+from ctxos.services import writes
 from ctxos.services.config import load_config
 from ctxos.services.store import MemoryStore
 from ctxos.services.workspace import load_memory, scan_workspace
-from ctxos.services import writes
 from ctxos.services.writes import WriteRefused
 
 
@@ -22,15 +22,26 @@ def setup(root: Path):
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
-            if p.is_file() and ".ctxos" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".ctxos" not in p.parts
+    }
 
 
 def test_create_then_update_with_version(make_workspace):
     root = make_workspace()
     store, config = setup(root)
-    created = writes.save_memory(root, store, config, type="skill", content="Use `cargo clippy`.",
-                                 l0="Rust lint checklist", tags=["rust"], l1="Lint before commit.")
+    created = writes.save_memory(
+        root,
+        store,
+        config,
+        type="skill",
+        content="Use `cargo clippy`.",
+        l0="Rust lint checklist",
+        tags=["rust"],
+        l1="Lint before commit.",
+    )
     assert created.created and created.id == "rust-lint-checklist" and created.version == 1
     memory = load_memory(root, created.rel_path, config)
     assert memory.type == "skill" and memory.tags == ["rust"] and memory.l1 == "Lint before commit."
@@ -38,8 +49,16 @@ def test_create_then_update_with_version(make_workspace):
     store.put(memory)
     with pytest.raises(WriteRefused, match="pass expected_version=1"):
         writes.save_memory(root, store, config, type="skill", id=created.id, content="new", l0="x")
-    updated = writes.save_memory(root, store, config, type="skill", id=created.id, content="new text",
-                                 l0="Rust lint checklist v2", expected_version=1)
+    updated = writes.save_memory(
+        root,
+        store,
+        config,
+        type="skill",
+        id=created.id,
+        content="new text",
+        l0="Rust lint checklist v2",
+        expected_version=1,
+    )
     again = load_memory(root, created.rel_path, config)
     assert updated.version == 2 and again.version == 2 and again.l1 == "new text" and again.tags == ["rust"]
 
@@ -67,8 +86,9 @@ def test_bad_ids_refused(make_workspace, bad_id):
 
 
 def test_protected_sources_symlink_and_type_refusals(make_workspace, tmp_path):
-    root = make_workspace({"08-rules/p.md": "---\nid: p\nprotected: true\n---\nrule\n",
-                           "08-rules/q.md": "---\nid: q\n---\nrule\n"})
+    root = make_workspace(
+        {"08-rules/p.md": "---\nid: p\nprotected: true\n---\nrule\n", "08-rules/q.md": "---\nid: q\n---\nrule\n"}
+    )
     store, config = setup(root)
     before = snapshot(root)
     with pytest.raises(WriteRefused, match="is protected"):
@@ -120,7 +140,7 @@ def test_concurrent_log_session_never_loses_lines(make_workspace):
     text = daily.read_text()
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(lines) == 90
-    assert {f"event-{n}-{i}" for n in range(6) for i in range(15)} == {l.split("**")[1] for l in lines}
+    assert {f"event-{n}-{i}" for n in range(6) for i in range(15)} == {line.split("**")[1] for line in lines}
     memory = load_memory(root, daily.relative_to(root).as_posix(), config)
     assert memory.type == "daily" and memory.id.startswith("daily-")
 
@@ -144,8 +164,17 @@ def test_expected_checksum_catches_edit_without_version_bump(make_workspace):
     store, config = setup(root)
     read_checksum = store.get("s").checksum
     (root / "04-skills/s.md").write_text("---\nid: s\nversion: 2\n---\nperson's edit\n")
-    store, config = setup(root)   # the engine re-indexed the person's edit
+    store, config = setup(root)  # the engine re-indexed the person's edit
     with pytest.raises(writes.WriteConflict, match="checksum differs"):
-        writes.save_memory(root, store, config, type="skill", id="s", content="agent", l0="x",
-                           expected_version=2, expected_checksum=read_checksum)
+        writes.save_memory(
+            root,
+            store,
+            config,
+            type="skill",
+            id="s",
+            content="agent",
+            l0="x",
+            expected_version=2,
+            expected_checksum=read_checksum,
+        )
     assert "person's edit" in (root / "04-skills/s.md").read_text()

@@ -8,6 +8,7 @@ The files are chosen so each view has something exact to show:
   past its TTL (a ``scratch_expired`` finding);
 - an invalid file (broken YAML), skipped with a reason.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,16 +16,25 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from conftest import write_files
 from daemon_helpers import DaemonProcess, auth_headers, short_runtime_dir, start_daemon
 
 # Valid memories in WORKSPACE_FILES (the graph has exactly these nodes).
 MEMORY_IDS: tuple[str, ...] = (
-    "no-secrets", "rust-error-handling", "rust-async", "rust-testing", "cli-tool",
-    "sourdough", "oven-temps", "flour-choice", "old-laptop-setup", "todo-scratch",
+    "no-secrets",
+    "rust-error-handling",
+    "rust-async",
+    "rust-testing",
+    "cli-tool",
+    "sourdough",
+    "oven-temps",
+    "flour-choice",
+    "old-laptop-setup",
+    "todo-scratch",
 )
 INVALID_FILE = "05-resources/broken.md"
 
@@ -182,8 +192,16 @@ class HttpResult:
         return json.loads(self.body.decode("utf-8"))
 
 
-def http(method: str, url: str, body: Any = None, *, headers: dict[str, str] | None = None,
-         raw: bytes | None = None, timeout: float = 20.0, auth: bool = True) -> HttpResult:
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+    timeout: float = 20.0,
+    auth: bool = True,
+) -> HttpResult:
     """One real HTTP request (urllib: no extra client library); errors are returned, not raised.
 
     Sends the stored token (``auth_headers``) unless ``auth=False`` or ``headers`` has its own Authorization.

@@ -7,6 +7,7 @@
 ``worker_loop`` is the stdlib-only worker side of the protocol, ``client`` the parent
 side, ``venvs`` installs the peers, ``workloads`` and ``locomo`` build what they all get.
 """
+
 from __future__ import annotations
 
 from .client import Peer
@@ -18,14 +19,18 @@ def make_peer(name: str) -> Peer:
     """A fresh, not yet prepared, peer by its short name."""
     if name == "ctxos":
         from .ctxos_peer import CtxosPeer
+
         return CtxosPeer()
     if name == "ctxos-daemon":
         from .ctxos_daemon_peer import CtxosDaemonPeer
+
         return CtxosDaemonPeer()
     if name == "bm25":
         from .bm25_peer import Bm25Peer
+
         return Bm25Peer()
     if name == "basic-memory":
         from .basic_memory_peer import BasicMemoryPeer
+
         return BasicMemoryPeer()
     raise ValueError(f"unknown system {name!r}; expected one of {', '.join(SYSTEMS)}")

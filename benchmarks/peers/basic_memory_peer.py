@@ -25,6 +25,7 @@ How it is run, and why:
 
 Run as a script, this module is the worker (inside basic-memory's venv).
 """
+
 from __future__ import annotations
 
 import os
@@ -58,17 +59,19 @@ if __package__:
             for key in list(env):
                 if key.startswith("BASIC_MEMORY_") or key in ("VIRTUAL_ENV", "PYTHONPATH"):
                     env.pop(key)
-            env.update({
-                "BASIC_MEMORY_CONFIG_DIR": str(self.work / "bm-config"),
-                "BASIC_MEMORY_HOME": str(self.work / "bm-home"),
-                "HOME": str(self.work / "home"),
-                "BASIC_MEMORY_AUTO_UPDATE": "false",
-                "BASIC_MEMORY_CLOUD_PROMO_OPT_OUT": "true",
-                "BASIC_MEMORY_NO_PROMOS": "1",
-                "LOGFIRE_IGNORE_NO_CONFIG": "1",
-                "HF_HUB_OFFLINE": "1",
-                "COLUMNS": "120",
-            })
+            env.update(
+                {
+                    "BASIC_MEMORY_CONFIG_DIR": str(self.work / "bm-config"),
+                    "BASIC_MEMORY_HOME": str(self.work / "bm-home"),
+                    "HOME": str(self.work / "home"),
+                    "BASIC_MEMORY_AUTO_UPDATE": "false",
+                    "BASIC_MEMORY_CLOUD_PROMO_OPT_OUT": "true",
+                    "BASIC_MEMORY_NO_PROMOS": "1",
+                    "LOGFIRE_IGNORE_NO_CONFIG": "1",
+                    "HF_HUB_OFFLINE": "1",
+                    "COLUMNS": "120",
+                }
+            )
             return env
 
         def start(self, corpus: Path, work: Path) -> None:
@@ -78,9 +81,14 @@ if __package__:
                 (self.work / sub).mkdir(exist_ok=True)
             assert self.python is not None
             cli = Path(self.python).parent / "basic-memory"
-            out = subprocess.run([str(cli), "project", "add", PROJECT, str(self.corpus), "--no-wait"],
-                                 env=self.worker_env(), cwd=self.work, capture_output=True, text=True,
-                                 timeout=600)
+            out = subprocess.run(
+                [str(cli), "project", "add", PROJECT, str(self.corpus), "--no-wait"],
+                env=self.worker_env(),
+                cwd=self.work,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if out.returncode != 0:
                 raise PeerUnavailable(f"basic-memory project add failed: {(out.stdout + out.stderr)[-800:]}")
             super().start(corpus, work)
@@ -135,28 +143,27 @@ class _Worker:
         from basic_memory.repository.search_repository import create_search_repository
 
         _engine, session_maker = await db.get_or_create_db(
-            db_path=config.database_path, db_type=db.DatabaseType.FILESYSTEM)
+            db_path=config.database_path, db_type=db.DatabaseType.FILESYSTEM
+        )
         repo = ProjectRepository()
         async with db.scoped_session(session_maker) as session:
             projects = await repo.get_active_projects(session)
         self.project = next(p for p in projects if p.name == PROJECT)
-        self.watch = WatchService(app_config=config, project_repository=repo,
-                                  session_maker=session_maker, quiet=True)
-        search_repo = create_search_repository(session_maker, project_id=self.project.id,
-                                               app_config=config)
+        self.watch = WatchService(app_config=config, project_repository=repo, session_maker=session_maker, quiet=True)
+        search_repo = create_search_repository(session_maker, project_id=self.project.id, app_config=config)
         await search_repo.init_search_index()
         enabled = await search_repo.semantic_effectively_enabled()
         self.mode = "hybrid (semantic + FTS5)" if enabled else "keyword-only (SQLite FTS5)"
         self.session_maker = session_maker
 
     async def _count_entities(self) -> int:
+        from basic_memory import db
         from sqlalchemy import text
 
-        from basic_memory import db
-
         async with db.scoped_session(self.session_maker) as session:
-            row = await session.execute(text("SELECT count(*) FROM entity WHERE project_id = :p"),
-                                        {"p": self.project.id})
+            row = await session.execute(
+                text("SELECT count(*) FROM entity WHERE project_id = :p"), {"p": self.project.id}
+            )
             return int(row.scalar_one())
 
     def update(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -181,8 +188,7 @@ class _Worker:
         errors = 0
         for text in params["queries"]:
             start = time.perf_counter()
-            result = self.run(search_notes(query=text, project=PROJECT, output_format="json",
-                                           page_size=k))
+            result = self.run(search_notes(query=text, project=PROJECT, output_format="json", page_size=k))
             latencies.append(time.perf_counter() - start)
             found: list[str] = []
             if isinstance(result, dict):
@@ -206,8 +212,7 @@ def main() -> None:
     from worker_loop import serve
 
     worker = _Worker()
-    serve({"build": worker.build, "update": worker.update, "queries": worker.queries,
-           "stats": worker.stats})
+    serve({"build": worker.build, "update": worker.update, "queries": worker.queries, "stats": worker.stats})
 
 
 if __name__ == "__main__":

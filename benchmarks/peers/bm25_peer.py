@@ -8,6 +8,7 @@ sees exactly the bytes the other systems see. No ranking beyond BM25.
 
 Run as a script, this module is the worker (inside its own venv).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,7 @@ def iter_markdown(root: Path):
 
 
 if __package__:
+
     class Bm25Peer(Peer):
         name = "bm25"
         label = "BM25 (tantivy)"
@@ -129,8 +131,7 @@ def main() -> None:
     from worker_loop import serve
 
     worker = _Worker()
-    serve({"build": worker.build, "update": worker.update, "queries": worker.queries,
-           "stats": worker.stats})
+    serve({"build": worker.build, "update": worker.update, "queries": worker.queries, "stats": worker.stats})
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ one corpus copy, asked to build, update and answer queries. Subclasses only say
 how to start their worker (which Python, which script, which environment) and
 where their index lives on disk; the operations are the same for every system.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,14 +30,25 @@ class WorkerError(RuntimeError):
 class WorkerProcess:
     """One worker subprocess speaking newline-delimited JSON (see ``worker_loop``)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                 timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         # One call (a 50,000-file build by a slow peer) may take long; CTXOS_BENCH_TIMEOUT_S caps it.
         self.timeout_s = timeout_s or float(os.environ.get("CTXOS_BENCH_TIMEOUT_S", "14400"))
         self._stderr_tail: deque[str] = deque(maxlen=60)
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=str(cwd) if cwd else None, text=True, bufsize=1,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(cwd) if cwd else None,
+            text=True,
+            bufsize=1,
         )
         # Drain stderr in a thread so a chatty library cannot fill the pipe and block the worker.
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
@@ -187,4 +199,3 @@ class Peer:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
-

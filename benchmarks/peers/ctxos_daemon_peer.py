@@ -17,6 +17,7 @@ The daemon gets its own runtime dir (``CTXOS_RUNTIME_DIR``) in ``/tmp``.
 
 Run as a script, this module is the worker.
 """
+
 from __future__ import annotations
 
 import os
@@ -97,15 +98,21 @@ class _Worker:
         log = open(Path(params["work"]) / "daemon.out", "wb")
         env = {**os.environ, "CTXOS_RUNTIME_DIR": str(self.runtime_dir), "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root),
-                                      "--no-http", "--no-tray"], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-http", "--no-tray"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         self.client = DaemonClient(runtime_paths.socket_path(root, self.runtime_dir), timeout=600)
         status: dict[str, Any] = {}
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited with {self.proc.returncode}: "
-                                   f"{(Path(params['work']) / 'daemon.out').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"daemon exited with {self.proc.returncode}: "
+                    f"{(Path(params['work']) / 'daemon.out').read_text()[-2000:]}"
+                )
             try:
                 status = self.client.call("status", {})
                 if status.get("state") == "ready":
@@ -125,18 +132,21 @@ class _Worker:
         settle = time.perf_counter() - settle_start - 0.5
         archive = root / "_archive"
         archived = sum(1 for _ in archive.rglob("*.md")) if archive.exists() else 0
-        return {"docs": status.get("memories"), "build_s": elapsed, "settle_s": round(settle, 3),
-                "archived_at_start": archived,
-                "proc_rss_mb": _proc_mb(self.proc.pid, "VmRSS"),
-                "proc_peak_rss_mb": _proc_mb(self.proc.pid, "VmHWM")}
+        return {
+            "docs": status.get("memories"),
+            "build_s": elapsed,
+            "settle_s": round(settle, 3),
+            "archived_at_start": archived,
+            "proc_rss_mb": _proc_mb(self.proc.pid, "VmRSS"),
+            "proc_peak_rss_mb": _proc_mb(self.proc.pid, "VmHWM"),
+        }
 
     def _hits(self, query: str, budget: int | None) -> tuple[list[str], int]:
         params: dict[str, Any] = {"query": query}
         if budget is not None:
             params["budget_tokens"] = int(budget)
         result = self.client.call("simulate", params)
-        return ([s["path"] for s in result["selected"] if s["tier"] in ("L1", "L2")],
-                int(result.get("tokens_used", 0)))
+        return ([s["path"] for s in result["selected"] if s["tier"] in ("L1", "L2")], int(result.get("tokens_used", 0)))
 
     def update(self, params: dict[str, Any]) -> dict[str, Any]:
         import time
@@ -193,8 +203,7 @@ def main() -> None:
 
     worker = _Worker()
     try:
-        serve({"build": worker.build, "update": worker.update, "queries": worker.queries,
-               "stats": worker.stats})
+        serve({"build": worker.build, "update": worker.update, "queries": worker.queries, "stats": worker.stats})
     finally:
         worker.shutdown()
 

@@ -14,6 +14,7 @@ communities): everything the system keeps besides the files.
 
 Run as a script, this module is the worker.
 """
+
 from __future__ import annotations
 
 import sys
@@ -62,9 +63,12 @@ class _Worker:
         self.engine = Engine(Path(params["root"]))
         summary = self.engine.load()
         status = self.engine.status()
-        return {"docs": len(self.engine.list_memories()), "invalid": len(self.engine.invalid_files()),
-                "changed": len(getattr(summary, "updated", []) or []),
-                "status": {k: v for k, v in status.items() if isinstance(v, (int, float, str, bool))}}
+        return {
+            "docs": len(self.engine.list_memories()),
+            "invalid": len(self.engine.invalid_files()),
+            "changed": len(getattr(summary, "updated", []) or []),
+            "status": {k: v for k, v in status.items() if isinstance(v, (int, float, str, bool))},
+        }
 
     def reopen(self, params: dict[str, Any]) -> dict[str, Any]:
         """Close and load again on the existing index: the daemon's restart cost."""
@@ -74,8 +78,7 @@ class _Worker:
             self.engine.close()
         self.engine = Engine(Path(params["root"]))
         summary = self.engine.load()
-        return {"docs": len(self.engine.list_memories()),
-                "changed": len(getattr(summary, "updated", []) or [])}
+        return {"docs": len(self.engine.list_memories()), "changed": len(getattr(summary, "updated", []) or [])}
 
     def update(self, params: dict[str, Any]) -> dict[str, Any]:
         assert self.engine is not None
@@ -98,8 +101,7 @@ class _Worker:
             start = time.perf_counter()
             if mode == "rank":
                 scored = score_query(self.engine, text)
-                found = [c.memory.rel_path for c in scored.candidates
-                         if c.reason not in ("rule", "always_load")][:k]
+                found = [c.memory.rel_path for c in scored.candidates if c.reason not in ("rule", "always_load")][:k]
                 used = 0
             else:
                 result = self.engine.execute_context_query(text, budget, record_access=False)
@@ -124,8 +126,9 @@ class _Worker:
         profiler.stop()
         out = Path(params["out"])
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".txt").write_text(profiler.output_text(unicode=False, color=False, show_all=False),
-                                           encoding="utf-8")
+        out.with_suffix(".txt").write_text(
+            profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8"
+        )
         return {"text": str(out.with_suffix(".txt")), "queries": len(params["queries"])}
 
     def stats(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +140,16 @@ def main() -> None:
     from worker_loop import serve
 
     worker = _Worker()
-    serve({"build": worker.build, "reopen": worker.reopen, "update": worker.update,
-           "queries": worker.queries, "profile": worker.profile, "stats": worker.stats})
+    serve(
+        {
+            "build": worker.build,
+            "reopen": worker.reopen,
+            "update": worker.update,
+            "queries": worker.queries,
+            "profile": worker.profile,
+            "stats": worker.stats,
+        }
+    )
 
 
 if __name__ == "__main__":

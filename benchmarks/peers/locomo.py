@@ -14,20 +14,39 @@ in this data. Malformed evidence strings are repaired where the intent is clear
 (``"D8:6; D9:17"`` → two ids, ``"D:11:26"`` → ``D11:26``) and dropped otherwise
 (``"D"``); questions with no usable evidence are left out and counted.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 UNITS = ("turns", "observations", "summaries")
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE_RE = re.compile(r"D:?(\d+):(\d+)")
 _DATE_RE = re.compile(r"on (\d{1,2}) (\w+),? (\d{4})")
-_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july",
-                                       "august", "september", "october", "november", "december"], 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        1,
+    )
+}
 # Published retrieval recall (LoCoMo paper, Table 3, DRAGON retriever, overall), from the data README.
 PAPER_RECALL = {
     "turns": {5: 56.7, 10: 66.2, 25: 76.7, 50: 82.7},
@@ -55,7 +74,7 @@ def session_of(dia_id: str) -> int:
 class Question:
     text: str
     category: int
-    evidence: list[str]                 # dialog ids
+    evidence: list[str]  # dialog ids
 
 
 @dataclass
@@ -65,7 +84,7 @@ class LocomoWorkspace:
     sample_id: str
     unit: str
     root: Path
-    files: dict[str, list[str]] = field(default_factory=dict)   # rel path -> dialog ids (or "S<n>")
+    files: dict[str, list[str]] = field(default_factory=dict)  # rel path -> dialog ids (or "S<n>")
     questions: list[Question] = field(default_factory=list)
     skipped_questions: int = 0
 
@@ -119,8 +138,11 @@ def write_workspace(sample: dict, unit: str, root: Path, *, max_questions: int |
         raise ValueError(f"unknown unit {unit!r}; expected one of {UNITS}")
     conv = sample["conversation"]
     ws = LocomoWorkspace(sample_id=str(sample.get("sample_id", "sample")), unit=unit, root=root)
-    dates = {int(k.split("_")[1]): _iso_date(v) for k, v in conv.items()
-             if k.startswith("session_") and k.endswith("_date_time")}
+    dates = {
+        int(k.split("_")[1]): _iso_date(v)
+        for k, v in conv.items()
+        if k.startswith("session_") and k.endswith("_date_time")
+    }
     folder = "02-daily"
     if unit == "turns":
         for key, turns in conv.items():
@@ -172,6 +194,7 @@ def write_workspace(sample: dict, unit: str, root: Path, *, max_questions: int |
 
 def summarise_recall(per_question: list[tuple[Question, float]]) -> dict[str, float | int]:
     """Mean recall (percent) for categories 1-4, for all, and per category."""
+
     def mean(values: list[float]) -> float:
         return round(100.0 * sum(values) / len(values), 1) if values else 0.0
 

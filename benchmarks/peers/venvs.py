@@ -6,6 +6,7 @@ their dependencies (basic-memory pulls in several hundred MB and needs Python
 installed by hand. A venv is reused while its stamp (the requirement list and
 interpreter) is unchanged. ``.cache/`` is git-ignored.
 """
+
 from __future__ import annotations
 
 import glob
@@ -24,8 +25,9 @@ VENVS_DIR = CACHE_DIR / "venvs"
 
 def python_version(python: str) -> tuple[int, int] | None:
     try:
-        out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -45,9 +47,12 @@ def find_python(minimum: tuple[int, int]) -> str | None:
         if found:
             candidates.append(found)
     home = Path.home()
-    for pattern in (str(home / ".pyenv/versions/3.1[2-9]*/bin/python3"),
-                    str(home / ".local/share/uv/python/cpython-3.1[2-9]*/bin/python3"),
-                    "/usr/local/bin/python3.1[2-9]", "/usr/bin/python3.1[2-9]"):
+    for pattern in (
+        str(home / ".pyenv/versions/3.1[2-9]*/bin/python3"),
+        str(home / ".local/share/uv/python/cpython-3.1[2-9]*/bin/python3"),
+        "/usr/local/bin/python3.1[2-9]",
+        "/usr/bin/python3.1[2-9]",
+    ):
         candidates.extend(sorted(glob.glob(pattern), reverse=True))
     for candidate in candidates:
         version = python_version(candidate)
@@ -60,8 +65,7 @@ def venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def ensure_venv(name: str, requirements: list[str], *, minimum_python: tuple[int, int] = (3, 11),
-                log=print) -> Path:
+def ensure_venv(name: str, requirements: list[str], *, minimum_python: tuple[int, int] = (3, 11), log=print) -> Path:
     """Create (or reuse) the venv ``name`` with ``requirements`` installed; return its python.
 
     Raises ``PeerUnavailable`` with pip's last lines when the install fails, so the
@@ -69,8 +73,9 @@ def ensure_venv(name: str, requirements: list[str], *, minimum_python: tuple[int
     """
     python = find_python(minimum_python)
     if python is None:
-        raise PeerUnavailable(f"{name}: no Python >= {minimum_python[0]}.{minimum_python[1]} found "
-                              "(set CTXOS_BENCH_PYTHON)")
+        raise PeerUnavailable(
+            f"{name}: no Python >= {minimum_python[0]}.{minimum_python[1]} found (set CTXOS_BENCH_PYTHON)"
+        )
     venv = VENVS_DIR / name
     stamp = venv / ".ctxos-bench-stamp"
     wanted = f"{python}\n" + "\n".join(requirements) + "\n"
@@ -81,9 +86,10 @@ def ensure_venv(name: str, requirements: list[str], *, minimum_python: tuple[int
     VENVS_DIR.mkdir(parents=True, exist_ok=True)
     log(f"[peers] installing {' '.join(requirements)} into {venv} (once; cached afterwards)")
     started = time.perf_counter()
-    steps = [[python, "-m", "venv", str(venv)],
-             [str(venv_python(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              *requirements]]
+    steps = [
+        [python, "-m", "venv", str(venv)],
+        [str(venv_python(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+    ]
     for step in steps:
         out = subprocess.run(step, capture_output=True, text=True)
         if out.returncode != 0:

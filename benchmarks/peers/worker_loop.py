@@ -12,6 +12,7 @@ Response: ``{"ok": true, "result": {...}, "elapsed_s": float, "rss_mb": float,
 ``elapsed_s`` is measured inside the worker around the handler, so process
 start-up and pipe latency are not counted as the system's work.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,8 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -34,6 +36,7 @@ def _status_mb(field: str) -> float:
         pass
     if field == "VmHWM":  # not Linux: ru_maxrss is KiB on Linux, bytes on macOS
         import resource
+
         value = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return value / (1024.0 * 1024.0) if sys.platform == "darwin" else value / 1024.0
     return 0.0
@@ -66,8 +69,7 @@ def serve(handlers: dict[str, Handler]) -> None:
             result = handler(request)
             reply = {"ok": True, "result": result}
         except Exception as exc:  # reported to the parent, which decides what to do
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc()}
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         reply["elapsed_s"] = time.perf_counter() - start
         reply["rss_mb"] = _status_mb("VmRSS")
         reply["peak_rss_mb"] = _status_mb("VmHWM")

@@ -11,6 +11,7 @@ one document it was written from. On the two real corpora that document is known
 ``known_item`` measures whether it comes back in the top ten: a cheap sanity check
 that a system's speed is not bought by returning nothing useful.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,8 @@ _WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
 
 @dataclass
 class Corpus:
-    name: str            # "tldr", "obsidian-help", "gen-1000" ...
-    source: Path         # the folder every system's copy is made from
+    name: str  # "tldr", "obsidian-help", "gen-1000" ...
+    source: Path  # the folder every system's copy is made from
     generated: bool
 
 
@@ -73,9 +74,10 @@ def copy_corpus(corpus: Corpus, dest: Path) -> Path:
     """
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(corpus.source, dest, ignore=shutil.ignore_patterns(".*", "*.json", "*.txt"),
-                    copy_function=shutil.copyfile)
-    for dirpath, dirnames, filenames in os.walk(dest):
+    shutil.copytree(
+        corpus.source, dest, ignore=shutil.ignore_patterns(".*", "*.json", "*.txt"), copy_function=shutil.copyfile
+    )
+    for dirpath, _dirnames, filenames in os.walk(dest):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o644)
@@ -134,8 +136,9 @@ def pick_update_files(root: Path, count: int, *, seed: int = 11) -> list[str]:
     for rel in files:
         stem = Path(rel).stem.lower()
         stems[stem] = stems.get(stem, 0) + 1
-    unique = [rel for rel in files if stems[Path(rel).stem.lower()] == 1
-              and (root / rel).stat().st_size < 65536] or files
+    unique = [
+        rel for rel in files if stems[Path(rel).stem.lower()] == 1 and (root / rel).stat().st_size < 65536
+    ] or files
     rng = random.Random(seed)
     return sorted(rng.sample(unique, min(count, len(unique))))
 

@@ -5,13 +5,13 @@ detached (``python -m ctxos.daemon.main``) and returns once it answers on its
 socket, so the next command can use it. ``stop`` sends SIGTERM (the daemon
 finishes the write in flight) and waits until the workspace lock is released.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +27,7 @@ from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemo
 EXIT_NOT_RUNNING = 3
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
-HTTP_SETTLE_S = 5.0      # how long `start` waits, once the workspace is ready, for HTTP to come up
+HTTP_SETTLE_S = 5.0  # how long `start` waits, once the workspace is ready, for HTTP to come up
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def query_status(root: Path, timeout: float = 5.0) -> dict[str, Any] | None:
     """The daemon's ``status`` reply, or None when no daemon answers."""
@@ -96,9 +97,11 @@ def _duration(seconds: float) -> str:
 
 # ---------------------------------------------------------------- commands
 
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     if args.all:
         from ctxos.daemon.user_daemon import run_user_daemon
+
         return run_user_daemon(options_from_args(args), load=args.load)
     root = require_workspace(resolve_workspace(args.workspace))
     return run_daemon(root, options_from_args(args))
@@ -128,8 +131,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         proc = launched.process if launched is not None else None
         if proc is not None and proc.poll() is not None and not lost_race(launched):  # type: ignore[arg-type]
-            raise CliError(f"the daemon exited with code {proc.returncode} while starting:\n{_tail(log_file)}",
-                           exit_code=1)
+            raise CliError(
+                f"the daemon exited with code {proc.returncode} while starting:\n{_tail(log_file)}", exit_code=1
+            )
         status = query_status(root, timeout=2.0)
         if status is not None and status.get("state") == "idle":
             _load_now(root)
@@ -145,17 +149,27 @@ def cmd_start(args: argparse.Namespace) -> int:
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
     if status is None:
-        raise CliError(f"the daemon did not answer within {args.timeout:.0f} s; see {log_file} and "
-                       f"{runtime_paths.log_path(root)}", exit_code=1)
+        raise CliError(
+            f"the daemon did not answer within {args.timeout:.0f} s; see {log_file} and {runtime_paths.log_path(root)}",
+            exit_code=1,
+        )
     if status.get("state") == "failed":
         raise CliError(f"the daemon failed to load the workspace: {status.get('load_error')}", exit_code=1)
-    state = ("" if status.get("state") == "ready" else
-             f" (building the index: {(status.get('indexing') or {}).get('text', '...')}; queries answer from "
-             "what is indexed so far)" if status.get("state") == "indexing" else " (still loading the workspace)")
+    state = (
+        ""
+        if status.get("state") == "ready"
+        else f" (building the index: {(status.get('indexing') or {}).get('text', '...')}; queries answer from "
+        "what is indexed so far)"
+        if status.get("state") == "indexing"
+        else " (still loading the workspace)"
+    )
     http = f", http {status['http']}" if status.get("http") else ""
     served = (status.get("workspaces") or {}).get("count")
-    shared = (f"; the per-user daemon serves {served} workspace(s): ctxos workspace list"
-              if launched is not None and launched.process is None and served else "")
+    shared = (
+        f"; the per-user daemon serves {served} workspace(s): ctxos workspace list"
+        if launched is not None and launched.process is None and served
+        else ""
+    )
     if launched is not None and launched.process is None and _daemon_flags(args):
         shared += "; the options given apply when the per-user daemon starts, not to the running one"
     print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}{shared}")
@@ -163,8 +177,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     if http_state.startswith("failed"):
         # Loud: a tool configured for this workspace's HTTP address would otherwise reach nothing,
         # or another workspace's daemon on that port.
-        print(f"ctxos: WARNING: this daemon serves NO HTTP (MCP /mcp, REST, web view): "
-              f"{http_state[len('failed: '):]}", file=sys.stderr)
+        print(
+            f"ctxos: WARNING: this daemon serves NO HTTP (MCP /mcp, REST, web view): {http_state[len('failed: ') :]}",
+            file=sys.stderr,
+        )
     if (status.get("http_server") or {}).get("auth") == "none":
         print(f"ctxos: WARNING: {NO_AUTH_WARNING}", file=sys.stderr)
     elif status.get("http"):
@@ -178,13 +194,15 @@ def _load_now(root: Path) -> None:
     try:
         client.call("load_workspace")
     except (DaemonError, OSError, ValueError):
-        pass   # still loading after 2 s: the caller keeps polling status
+        pass  # still loading after 2 s: the caller keeps polling status
     finally:
         client.close()
 
 
-NO_AUTH_WARNING = ("HTTP needs NO credential (daemon.http_auth: none): any local user or program "
-                   "can read and write this workspace's memories")
+NO_AUTH_WARNING = (
+    "HTTP needs NO credential (daemon.http_auth: none): any local user or program "
+    "can read and write this workspace's memories"
+)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -206,8 +224,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         # The per-user daemon: done when the whole process is (its other workspaces close after this one).
         if not is_locked(root) and not (served and user_daemon_pid() == int(pid)):
-            print(f"ctxos daemon stopped (pid {pid})"
-                  + (f"; it served {served} workspace(s), all stopped" if served and served > 1 else ""))
+            print(
+                f"ctxos daemon stopped (pid {pid})"
+                + (f"; it served {served} workspace(s), all stopped" if served and served > 1 else "")
+            )
             return 0
         time.sleep(0.05)
     if args.force:
@@ -217,8 +237,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
             pass
         print(f"ctxos daemon killed (pid {pid}) after {args.timeout:.0f} s; the next start reconciles the index")
         return 0
-    raise CliError(f"the daemon (pid {pid}) has not stopped after {args.timeout:.0f} s; "
-                   f"use `ctxos stop --force` to kill it", exit_code=1)
+    raise CliError(
+        f"the daemon (pid {pid}) has not stopped after {args.timeout:.0f} s; use `ctxos stop --force` to kill it",
+        exit_code=1,
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -242,7 +264,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _http_off(status: dict[str, Any]) -> str:
     state = str((status.get("components") or {}).get("http", "off"))
-    return f"NOT SERVING ({state[len('failed: '):]})" if state.startswith("failed") else "off"
+    return f"NOT SERVING ({state[len('failed: ') :]})" if state.startswith("failed") else "off"
 
 
 def _component(name: str, state: object, status: dict[str, Any]) -> str:
@@ -270,37 +292,52 @@ def format_status(status: dict[str, Any]) -> str:
     indexing = status.get("indexing")
     if indexing:
         partial = "; queries are answered from the memories indexed so far" if indexing.get("partial") else ""
-        lines.append(f"  indexing        {indexing.get('text')} ({indexing.get('job')}, "
-                     f"{indexing.get('elapsed_s', 0):.0f} s{partial})")
+        lines.append(
+            f"  indexing        {indexing.get('text')} ({indexing.get('job')}, "
+            f"{indexing.get('elapsed_s', 0):.0f} s{partial})"
+        )
     if "memories" in status:
-        lines.append(f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
-                     + ("  (see `ctxos doctor`)" if status.get("invalid_files") else ""))
+        lines.append(
+            f"  memories        {status['memories']} indexed, {status.get('invalid_files', 0)} invalid file(s)"
+            + ("  (see `ctxos doctor`)" if status.get("invalid_files") else "")
+        )
     lines.append(f"  pending events  {status.get('pending_events', 0)}")
     lines.append(f"  index lag       {status.get('index_lag_ms', 0):.0f} ms")
     history = status.get("history") or {}
-    if history.get("mode"):           # docs/history.md
-        failed = f", {history['failures']} failed (last: {history.get('last_error')})" if history.get("failures") else ""
-        lines.append(f"  history         {history['mode']}: {history.get('commits', 0)} commit(s), "
-                     f"{history.get('journal_entries', 0)} journal entries since start{failed}")
+    if history.get("mode"):  # docs/history.md
+        failed = (
+            f", {history['failures']} failed (last: {history.get('last_error')})" if history.get("failures") else ""
+        )
+        lines.append(
+            f"  history         {history['mode']}: {history.get('commits', 0)} commit(s), "
+            f"{history.get('journal_entries', 0)} journal entries since start{failed}"
+        )
     watcher = status.get("watcher") or {}
     last = watcher.get("last_batch")
     if last:
-        lines.append(f"  last batch      {last.get('at')}: {last.get('paths')} path(s), {last.get('updated')} updated, "
-                     f"{last.get('removed')} removed in {last.get('apply_ms')} ms")
+        lines.append(
+            f"  last batch      {last.get('at')}: {last.get('paths')} path(s), {last.get('updated')} updated, "
+            f"{last.get('removed')} removed in {last.get('apply_ms')} ms"
+        )
     if status.get("config_error"):
         lines.append(f"  config          {status['config_error']}")
     workspaces = status.get("workspaces") or {}
     if workspaces.get("items"):
-        lines.append(f"  workspaces      {workspaces.get('count')} served by this daemon, "
-                     f"{workspaces.get('loaded')} loaded")
+        lines.append(
+            f"  workspaces      {workspaces.get('count')} served by this daemon, {workspaces.get('loaded')} loaded"
+        )
         for item in workspaces["items"]:
             marks = " (default)" * bool(item.get("default"))
             detail = item.get("error") or item.get("state")
-            lines.append(f"    {item.get('name')}{marks}: {detail}  {item.get('path')}"
-                         + (f"  {item['http']}" if item.get("http") else ""))
+            lines.append(
+                f"    {item.get('name')}{marks}: {detail}  {item.get('path')}"
+                + (f"  {item['http']}" if item.get("http") else "")
+            )
     components = status.get("components") or {}
     if components:
-        lines.append("  components      " + ", ".join(_component(name, state, status) for name, state in components.items()))
+        lines.append(
+            "  components      " + ", ".join(_component(name, state, status) for name, state in components.items())
+        )
     jobs = status.get("jobs") or {}
     if jobs:
         lines.append("  last job runs")

@@ -5,6 +5,7 @@ in-process (said on stderr). The actions a person takes on findings (archive,
 unarchive, importance, dismiss, router) also work without a daemon: they then
 run in-process holding the workspace lock, so no daemon can start halfway.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,9 +15,13 @@ from typing import Any
 from ctxos.client.cli import CliError, call_backend
 
 KIND_TITLES = {
-    "invalid_file": "Invalid files", "sync_conflict": "Team sync stopped on a conflict (git)",
-    "flag": "Flagged by agents", "conflict": "Conflicts", "consolidation": "Near-duplicates to consolidate",
-    "god_node": "Central but marked unimportant", "scratch_expired": "Scratch past its TTL",
+    "invalid_file": "Invalid files",
+    "sync_conflict": "Team sync stopped on a conflict (git)",
+    "flag": "Flagged by agents",
+    "conflict": "Conflicts",
+    "consolidation": "Near-duplicates to consolidate",
+    "god_node": "Central but marked unimportant",
+    "scratch_expired": "Scratch past its TTL",
     "decay": "Decay candidates",
 }
 
@@ -44,8 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--json", action="store_true", help="machine-readable output")
     imp.set_defaults(func=cmd_importance)
 
-    for name, func, text in (("lock", cmd_lock, "protect a memory: no agent or governance action may change it"),
-                             ("unlock", cmd_unlock, "allow changes to a protected memory (a person's explicit unlock)")):
+    for name, func, text in (
+        ("lock", cmd_lock, "protect a memory: no agent or governance action may change it"),
+        ("unlock", cmd_unlock, "allow changes to a protected memory (a person's explicit unlock)"),
+    ):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("id", metavar="ID")
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
@@ -87,8 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     graph.set_defaults(func=cmd_graph)
 
 
-def _call(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *,
-          writes: bool = False) -> Any:
+def _call(args: argparse.Namespace, method: str, params: dict[str, Any] | None = None, *, writes: bool = False) -> Any:
     return call_backend(args, method, params, writes=writes)
 
 
@@ -97,6 +103,7 @@ def _print_json(data: Any) -> None:
 
 
 # ---------------------------------------------------------------- governance
+
 
 def cmd_governance(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"include_dismissed": args.include_dismissed}
@@ -107,8 +114,10 @@ def cmd_governance(args: argparse.Namespace) -> int:
         _print_json(report)
         return 0
     findings = report["findings"]
-    print(f"{len(findings)} findings over {report['memories']} memories "
-          f"({report['dismissed']} dismissed, {report['elapsed_ms'] / 1000:.1f} s)")
+    print(
+        f"{len(findings)} findings over {report['memories']} memories "
+        f"({report['dismissed']} dismissed, {report['elapsed_ms'] / 1000:.1f} s)"
+    )
     for kind, title in KIND_TITLES.items():
         group = [f for f in findings if f["kind"] == kind]
         if not group:
@@ -135,7 +144,9 @@ def cmd_governance(args: argparse.Namespace) -> int:
 def _evidence_line(finding: dict[str, Any]) -> str:
     evidence = finding.get("evidence") or {}
     if finding["kind"] == "flag":
-        return "flags: " + "; ".join(f"{f['by']} ({f['at'][:10]}): {f['reason']}" for f in evidence.get("flags", [])[:5])
+        return "flags: " + "; ".join(
+            f"{f['by']} ({f['at'][:10]}): {f['reason']}" for f in evidence.get("flags", [])[:5]
+        )
     statements = evidence.get("contradictions")
     if statements:
         pair = statements[0]
@@ -166,7 +177,9 @@ def cmd_archive(args: argparse.Namespace) -> int:
         _print_json(results + skipped)
     else:
         for item in results:
-            print(f"archived {item['archived']}: {item['from']} -> {item['to']}  (undo: ctxos unarchive {item['archived']})")
+            print(
+                f"archived {item['archived']}: {item['from']} -> {item['to']}  (undo: ctxos unarchive {item['archived']})"
+            )
         for item in skipped:
             print(f"skipped {item['archived']}: {item['skipped']}")
     return 1 if skipped else 0
@@ -205,8 +218,11 @@ def cmd_lock(args: argparse.Namespace, protected: bool = True) -> int:
         rel = set_protected(root, store, config, args.id, protected)
     except WriteRefused as exc:
         raise CliError(str(exc), exit_code=1) from None
-    state = "locked (protected: agents cannot change it)" if protected else \
-        f"unlocked: it can be changed now; run `ctxos lock {args.id}` when done"
+    state = (
+        "locked (protected: agents cannot change it)"
+        if protected
+        else f"unlocked: it can be changed now; run `ctxos lock {args.id}` when done"
+    )
     if args.json:
         _print_json({"id": args.id, "protected": protected, "path": rel})
     else:
@@ -241,6 +257,7 @@ def cmd_dismiss(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- proposals
 
+
 def cmd_proposals(args: argparse.Namespace) -> int:
     if args.id:
         proposal = _call(args, "proposal", {"id": args.id})
@@ -270,8 +287,10 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 def _print_proposal(p: dict[str, Any]) -> None:
     state = "STALE " if p.get("stale") else ""
     origin = f", {p['note']}" if p.get("note") else ""
-    print(f"[{p['id']}] {state}{p['status']}: merge {', '.join(p['ids'])} into {p['into']} "
-          f"(by {p['by']}{origin}, {p['created_at']})")
+    print(
+        f"[{p['id']}] {state}{p['status']}: merge {', '.join(p['ids'])} into {p['into']} "
+        f"(by {p['by']}{origin}, {p['created_at']})"
+    )
     print(f"      l0: {p['l0']}")
     for reason in p.get("stale_reasons") or []:
         print(f"      stale: {reason}")
@@ -300,6 +319,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- health, router, graph
+
 
 def cmd_health(args: argparse.Namespace) -> int:
     report = _call(args, "health")
@@ -337,17 +357,26 @@ def cmd_graph(args: argparse.Namespace) -> int:
         return 0
     comm = data["community_stats"]
     explicit = sum(1 for e in data["edges"] if e["kind"] == "explicit")
-    print(f"{plural(len(data['nodes']), 'memory', 'memories')}, {plural(explicit, 'link')}, "
-          f"{plural(len(data['edges']) - explicit, 'shared-tag edge')}, "
-          f"{plural(comm['count'], 'community', 'communities')} (modularity {comm['modularity']:.3f}, seed {comm['seed']})")
+    print(
+        f"{plural(len(data['nodes']), 'memory', 'memories')}, {plural(explicit, 'link')}, "
+        f"{plural(len(data['edges']) - explicit, 'shared-tag edge')}, "
+        f"{plural(comm['count'], 'community', 'communities')} (modularity {comm['modularity']:.3f}, seed {comm['seed']})"
+    )
     groups = [c for c in data["communities"] if c["size"] > 1]
     singles = len(data["communities"]) - len(groups)
     for community in groups[:GRAPH_COMMUNITIES_SHOWN]:
-        more = f" +{community['size'] - len(community['top_members'])} more" \
-            if community["size"] > len(community["top_members"]) else ""
-        print(f"  community {community['id']}: {community['name']} ({community['size']}): "
-              f"{', '.join(community['top_members'])}{more}")
-    hidden = [f"{len(groups) - GRAPH_COMMUNITIES_SHOWN} more not shown"] if len(groups) > GRAPH_COMMUNITIES_SHOWN else []
+        more = (
+            f" +{community['size'] - len(community['top_members'])} more"
+            if community["size"] > len(community["top_members"])
+            else ""
+        )
+        print(
+            f"  community {community['id']}: {community['name']} ({community['size']}): "
+            f"{', '.join(community['top_members'])}{more}"
+        )
+    hidden = (
+        [f"{len(groups) - GRAPH_COMMUNITIES_SHOWN} more not shown"] if len(groups) > GRAPH_COMMUNITIES_SHOWN else []
+    )
     if singles:
         hidden.append(f"{plural(singles, 'single-memory community', 'single-memory communities')} not listed")
     if hidden:
@@ -357,7 +386,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
         for item in data["dangling"][:GRAPH_DANGLING_SHOWN]:
             print(f"  {item['source']} -> {item['target']}")
         if len(data["dangling"]) > GRAPH_DANGLING_SHOWN:
-            print(f"  ... and {len(data['dangling']) - GRAPH_DANGLING_SHOWN} more (`ctxos graph --json` lists them all)")
+            print(
+                f"  ... and {len(data['dangling']) - GRAPH_DANGLING_SHOWN} more (`ctxos graph --json` lists them all)"
+            )
     return 0
 
 

@@ -5,6 +5,7 @@ of the journal in ``.ctxos/`` (docs/history.md). ``history`` goes through the
 daemon when one runs, else in-process; ``revert`` is a write: through the
 daemon, or in-process holding the workspace lock, like governance actions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,15 +19,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     hist = sub.add_parser("history", help="a memory's versions: who changed it, when, with which tool")
     hist.add_argument("id", metavar="ID", help="memory id (or the workspace-relative path of an archived file)")
     hist.add_argument("--show", type=int, metavar="N", help="print version N in full")
-    hist.add_argument("--diff", type=int, metavar="N", help="print what version N changed (diff against the one before)")
+    hist.add_argument(
+        "--diff", type=int, metavar="N", help="print what version N changed (diff against the one before)"
+    )
     hist.add_argument("--json", action="store_true", help="machine-readable output")
     hist.set_defaults(func=cmd_history)
 
     rev = sub.add_parser("revert", help="restore an earlier version of a memory (as a new version)")
     rev.add_argument("id", metavar="ID")
     rev.add_argument("--to", type=int, required=True, metavar="N", help="the version number `ctxos history` shows")
-    rev.add_argument("--expected-version", type=int, metavar="V",
-                     help="refuse unless the memory is still at this version (the one you looked at)")
+    rev.add_argument(
+        "--expected-version",
+        type=int,
+        metavar="V",
+        help="refuse unless the memory is still at this version (the one you looked at)",
+    )
     rev.add_argument("--json", action="store_true", help="machine-readable output")
     rev.set_defaults(func=cmd_revert)
 
@@ -51,16 +58,20 @@ def cmd_history(args: argparse.Namespace) -> int:
         _print_json(data)
         return 0
     versions = data["versions"]
-    where = {"git": "git commits", "journal": "the journal in .ctxos/", "off": "history is off"}.get(data["mode"],
-                                                                                                   data["mode"])
+    where = {"git": "git commits", "journal": "the journal in .ctxos/", "off": "history is off"}.get(
+        data["mode"], data["mode"]
+    )
     print(f"{data['id']} ({data.get('path') or 'not on disk'}): {len(versions)} version(s), from {where}")
     for v in versions:
         when = v["at"].replace("T", " ")[:19]
         memory_version = f"v{v['version']}" if v.get("version") else "  "
         print(f"  {v['n']:>3}  {when}  {memory_version:>4}  {v['who']}  [{v['tool']}]  {v['summary']}")
     if versions:
-        restore = f"; restore it with `ctxos revert {args.id} --to N`" if "/" not in args.id else \
-            " (unarchive it to restore a version)"
+        restore = (
+            f"; restore it with `ctxos revert {args.id} --to N`"
+            if "/" not in args.id
+            else " (unarchive it to restore a version)"
+        )
         print(f"\nSee one with `ctxos history {args.id} --diff N`{restore}.")
     return 0
 
@@ -73,8 +84,9 @@ def cmd_revert(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     elif result["changed"]:
-        print(f"Reverted {result['id']} to version {args.to}: it is now version {result['version']} "
-              f"({result['path']}).")
+        print(
+            f"Reverted {result['id']} to version {args.to}: it is now version {result['version']} ({result['path']})."
+        )
     else:
         print(f"{result['id']} already has the text of version {args.to}; nothing was written.")
     return 0

@@ -3,6 +3,7 @@
 Runs through the running daemon when there is one (serialised with its other
 writes), in-process otherwise. ``--dry-run`` shows the plan and writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,11 @@ from ctxos.services.importers import FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    imp = sub.add_parser("import", help="import CLAUDE.md/AGENTS.md/Cursor rules, a Logseq graph, a memory-MCP "
-                                         "JSONL or a basic-memory project as memories (idempotent)")
+    imp = sub.add_parser(
+        "import",
+        help="import CLAUDE.md/AGENTS.md/Cursor rules, a Logseq graph, a memory-MCP "
+        "JSONL or a basic-memory project as memories (idempotent)",
+    )
     imp.add_argument("path", metavar="PATH", help="a file or folder to import (never changed)")
     imp.add_argument("--dry-run", "-n", action="store_true", help="show the plan, write nothing")
     imp.add_argument("--format", choices=FORMATS, help="the source format (default: detected)")

@@ -4,6 +4,7 @@ Both go through the running daemon when there is one (``promote`` is then
 serialised with every other write); without a daemon they run in-process,
 ``promote`` holding the workspace lock like the other write commands.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
-    print(f"promoted {data['from']} -> {data['to']} (id {data['id']}, {data['type']}; "
-          f"filled in: {', '.join(data['filled'])})")
+    print(
+        f"promoted {data['from']} -> {data['to']} (id {data['id']}, {data['type']}; "
+        f"filled in: {', '.join(data['filled'])})"
+    )
     if data.get("warning"):
         print(f"warning: {data['warning']}")
     return 0

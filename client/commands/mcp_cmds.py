@@ -6,6 +6,7 @@ talking stdio and one talking HTTP see the same memories, the same index and
 the same write lock. stdout is the MCP wire while it runs: everything else,
 logs included, goes to stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,39 +23,61 @@ from ctxos.client.connect import DEFAULT_SERVER_NAME, TOOLS, ConnectError, plan_
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     mcp = subparsers.add_parser(
-        "mcp", help="run the MCP server over stdio (what AI tools start)",
+        "mcp",
+        help="run the MCP server over stdio (what AI tools start)",
         description="MCP over stdio for tools that spawn a subprocess. Serves the daemon's engine "
-                    "state over its Unix socket and starts the daemon if it is not running. "
-                    "stdout carries MCP messages; logs go to stderr.")
-    mcp.add_argument("--no-start", action="store_true",
-                     help="fail instead of starting the daemon when none is running")
-    mcp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                     help="stderr log level (default WARNING)")
+        "state over its Unix socket and starts the daemon if it is not running. "
+        "stdout carries MCP messages; logs go to stderr.",
+    )
+    mcp.add_argument("--no-start", action="store_true", help="fail instead of starting the daemon when none is running")
+    mcp.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="stderr log level (default WARNING)",
+    )
     mcp.set_defaults(func=run_mcp)
 
     connect = subparsers.add_parser(
-        "connect", help="show or write the MCP config entry for an AI tool",
+        "connect",
+        help="show or write the MCP config entry for an AI tool",
         description="Print (default) or merge into the tool's config file the entry that makes "
-                    "TOOL start or reach ctxos. Writing keeps every other server, makes a "
-                    "timestamped .bak backup first and writes atomically.")
+        "TOOL start or reach ctxos. Writing keeps every other server, makes a "
+        "timestamped .bak backup first and writes atomically.",
+    )
     connect.add_argument("tool", choices=TOOLS, help="the AI tool to configure")
     action = connect.add_mutually_exclusive_group()
-    action.add_argument("--print", dest="write", action="store_false", default=False,
-                        help="print the entry and the target file (default)")
-    action.add_argument("--write", dest="write", action="store_true",
-                        help="merge the entry into the tool's config file")
-    connect.add_argument("--transport", choices=["stdio", "http"], default="stdio",
-                         help="stdio: the tool starts `ctxos mcp` (default); http: the daemon's /mcp URL")
-    connect.add_argument("--scope", choices=["user", "project"], default="user",
-                         help="user config (default) or the current project's file "
-                              "(claude-code .mcp.json, cursor .cursor/mcp.json, vscode .vscode/mcp.json, "
-                              "codex .codex/config.toml)")
+    action.add_argument(
+        "--print",
+        dest="write",
+        action="store_false",
+        default=False,
+        help="print the entry and the target file (default)",
+    )
+    action.add_argument(
+        "--write", dest="write", action="store_true", help="merge the entry into the tool's config file"
+    )
+    connect.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio: the tool starts `ctxos mcp` (default); http: the daemon's /mcp URL",
+    )
+    connect.add_argument(
+        "--scope",
+        choices=["user", "project"],
+        default="user",
+        help="user config (default) or the current project's file "
+        "(claude-code .mcp.json, cursor .cursor/mcp.json, vscode .vscode/mcp.json, "
+        "codex .codex/config.toml)",
+    )
     connect.add_argument("--name", default=DEFAULT_SERVER_NAME, help=f"server name (default {DEFAULT_SERVER_NAME})")
     connect.add_argument("--config", dest="config_file", help="write this config file instead of the tool's default")
     connect.set_defaults(func=run_connect)
 
 
 # ---------------------------------------------------------------- connect
+
 
 def run_connect(args: argparse.Namespace) -> int:
     from ctxos.services.config import load_config
@@ -70,11 +93,18 @@ def run_connect(args: argparse.Namespace) -> int:
         token, token_hint = http_credential(serving_config(root, config))
     try:
         plan = plan_connect(
-            args.tool, transport=args.transport, scope=args.scope, name=args.name, workspace=root,
-            http_host=host, http_path=path,
+            args.tool,
+            transport=args.transport,
+            scope=args.scope,
+            name=args.name,
+            workspace=root,
+            http_host=host,
+            http_path=path,
             http_port=int(port if port is not None else config.get("daemon.http_port", 3847)),
-            token=token, token_hint=token_hint,
-            config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None)
+            token=token,
+            token_hint=token_hint,
+            config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None,
+        )
     except ConnectError as exc:
         raise CliError(str(exc)) from exc
     if address_note:
@@ -87,9 +117,11 @@ def run_connect(args: argparse.Namespace) -> int:
             print(f"\n# or let the tool write it:\n{shlex.join(plan.cli_command)}")
         for note in plan.notes:
             print(f"# {note}")
-        print(f"# write it with: ctxos connect {args.tool} --write"
-              + (f" --transport {args.transport}" if args.transport != "stdio" else "")
-              + (f" --scope {args.scope}" if args.scope != "user" else ""))
+        print(
+            f"# write it with: ctxos connect {args.tool} --write"
+            + (f" --transport {args.transport}" if args.transport != "stdio" else "")
+            + (f" --scope {args.scope}" if args.scope != "user" else "")
+        )
         return 0
     try:
         result = write_plan(plan)
@@ -118,8 +150,9 @@ def http_credential(config: Any) -> tuple[str | None, str | None]:
     from ctxos.services.credentials import CredentialError, resolve_http_auth
 
     if not config.usable:
-        raise CliError(f"{config.error}; fix it first: connect cannot tell which credential the daemon "
-                       f"wants (nothing was written)")
+        raise CliError(
+            f"{config.error}; fix it first: connect cannot tell which credential the daemon wants (nothing was written)"
+        )
     try:
         auth = resolve_http_auth(config)
     except (CredentialError, OSError) as exc:
@@ -165,12 +198,18 @@ def http_address(root: Path, config: Any) -> tuple[str, int, str, str | None]:
         url = status.get("http")
         if not url:
             state = str((status.get("components") or {}).get("http", "off"))
-            raise CliError(f"the daemon for {root} serves no HTTP ({state}); nothing was written. Fix that "
-                           f"(daemon.http_port, or stop what holds the port) and restart it, or use "
-                           f"--transport stdio")
+            raise CliError(
+                f"the daemon for {root} serves no HTTP ({state}); nothing was written. Fix that "
+                f"(daemon.http_port, or stop what holds the port) and restart it, or use "
+                f"--transport stdio"
+            )
         parts = urlsplit(url)
-        return (parts.hostname or "127.0.0.1", int(parts.port or 80), parts.path.rstrip("/"),
-                f"address from the running daemon: {url}")
+        return (
+            parts.hostname or "127.0.0.1",
+            int(parts.port or 80),
+            parts.path.rstrip("/"),
+            f"address from the running daemon: {url}",
+        )
     serving = serving_config(root, config)
     port = int(serving.get("daemon.http_port", 3847))
     host = str(serving.get("daemon.http_host", "127.0.0.1"))
@@ -180,22 +219,33 @@ def http_address(root: Path, config: Any) -> tuple[str, int, str, str | None]:
             path = f"/w/{load_registry().name_for(root)}"
         except RegistryError:
             path = ""
-    return host, port, path, (f"no daemon is running for {root}: wrote the configured port {port} "
-                              f"(daemon.http_port{' of the default workspace' if path else ''}); start it "
-                              f"with `ctxos start` and check `ctxos status`")
+    return (
+        host,
+        port,
+        path,
+        (
+            f"no daemon is running for {root}: wrote the configured port {port} "
+            f"(daemon.http_port{' of the default workspace' if path else ''}); start it "
+            f"with `ctxos start` and check `ctxos status`"
+        ),
+    )
 
 
 # ---------------------------------------------------------------- mcp (stdio)
 
+
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve MCP over stdio, backed by the daemon over its socket."""
     import anyio
-
     from ctxos.client.mcp_backend import connect_daemon_backend
     from ctxos.daemon.mcp_server import build_mcp_server
 
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level),
-                        format="ctxos mcp: %(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level),
+        format="ctxos mcp: %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
     root = require_workspace(resolve_workspace(args.workspace))
     backend = connect_daemon_backend(root, start=not args.no_start)
     server = build_mcp_server(backend)

@@ -9,6 +9,7 @@ Both go through ``open_backend``: the running daemon's socket when there is
 one (warm index), else the same RPC handlers in-process. The printing works
 on the JSON shape (``ContextResult.to_dict()``) either way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,14 @@ from ctxos.client.cli import CliError, call_backend
 from ctxos.services.model import SIGNALS
 from ctxos.services.schemas import MAX_BUDGET_TOKENS, ContextRequest, ContractError, validate
 
-SIGNAL_ABBREV = {"semantic": "sem", "bm25": "bm25", "graph": "graph", "recency": "rec",
-                 "importance": "imp", "frequency": "freq"}
+SIGNAL_ABBREV = {
+    "semantic": "sem",
+    "bm25": "bm25",
+    "graph": "graph",
+    "recency": "rec",
+    "importance": "imp",
+    "frequency": "freq",
+}
 
 
 def _budget(value: str) -> int | str:
@@ -35,10 +42,19 @@ def _budget(value: str) -> int | str:
 def register(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser("simulate", help="show the context an agent would get for a query")
     sim.add_argument("query", help="the query text, in quotes")
-    sim.add_argument("--budget", "-b", type=_budget, default=None,
-                     help=f"token budget, 1 to {MAX_BUDGET_TOKENS:,} (default: query.default_budget in _config.yaml)")
-    sim.add_argument("--intent", "-i", default=None,
-                     help="force an intent (default, debug, brainstorm, recall, or any row in weights:)")
+    sim.add_argument(
+        "--budget",
+        "-b",
+        type=_budget,
+        default=None,
+        help=f"token budget, 1 to {MAX_BUDGET_TOKENS:,} (default: query.default_budget in _config.yaml)",
+    )
+    sim.add_argument(
+        "--intent",
+        "-i",
+        default=None,
+        help="force an intent (default, debug, brainstorm, recall, or any row in weights:)",
+    )
     sim.add_argument("--show", action="store_true", help="also print the rendered context")
     sim.add_argument("--json", action="store_true", help="machine-readable output (the full ContextResult)")
     sim.set_defaults(func=cmd_simulate)
@@ -49,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # --- printing -------------------------------------------------------------------------------
+
 
 def format_simulation(data: dict[str, Any]) -> str:
     lines = [
@@ -68,35 +85,46 @@ def format_simulation(data: dict[str, Any]) -> str:
         kind = f"{item['type']} (source)" if str(item.get("path", "")).startswith("sources/") else item["type"]
         # A federated memory shows its workspace: global:writing-style.
         shown_id = f"{item['workspace']}:{item['id']}" if item.get("workspace") else item["id"]
-        rows.append([shown_id, kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
-                    + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS] + [item.get("reason", ""),
-                                                                        ",".join(item.get("sources", []))])
+        rows.append(
+            [shown_id, kind, item["tier"], str(item["tokens"]), f"{item['score']:.3f}"]
+            + [f"{shares.get(s, 0.0):.3f}" for s in SIGNALS]
+            + [item.get("reason", ""), ",".join(item.get("sources", []))]
+        )
     if rows:
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
         numeric = set(range(3, 3 + 2 + len(SIGNALS)))
+
         def fmt(cells: list[str]) -> str:
-            return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+            return "  ".join(
+                c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+
         lines.append(fmt(headers))
         lines.append(fmt(["-" * w for w in widths]))
         lines.extend(fmt(r) for r in rows)
     else:
         lines.append("(nothing selected)")
     lines.append("")
-    lines.append(f"{len(data['selected']) - len(data['catalog_ids'])} memories rendered, "
-                 f"{len(data['catalog_ids'])} catalog lines, {data['catalog_omitted']:,} not shown "
-                 "(score columns are weight x signal; they sum to the score; from = candidate source: bm25, vector, "
-                 "graph, importance, pinned)")
+    lines.append(
+        f"{len(data['selected']) - len(data['catalog_ids'])} memories rendered, "
+        f"{len(data['catalog_ids'])} catalog lines, {data['catalog_omitted']:,} not shown "
+        "(score columns are weight x signal; they sum to the score; from = candidate source: bm25, vector, "
+        "graph, importance, pinned)"
+    )
     return "\n".join(lines)
 
 
 # --- commands --------------------------------------------------------------------------------
 
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """A simulation is not a load: ``simulate`` is not written to the access log."""
-    params = {k: v for k, v in {"query": args.query, "budget_tokens": args.budget, "intent": args.intent}.items()
-              if v is not None}
-    try:       # checked here too, so a bad budget never starts an engine; the daemon gives the same message
+    params = {
+        k: v
+        for k, v in {"query": args.query, "budget_tokens": args.budget, "intent": args.intent}.items()
+        if v is not None
+    }
+    try:  # checked here too, so a bad budget never starts an engine; the daemon gives the same message
         validate(ContextRequest, params)
     except ContractError as exc:
         raise CliError(exc.message) from None

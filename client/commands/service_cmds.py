@@ -3,6 +3,7 @@
 The work is in ``ctxos.packaging.installer``; this module only parses
 arguments, picks the workspace and prints the report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("status", "show whether the service file is installed and what the service manager says"),
     ):
         p = actions.add_parser(name, help=help_text)
-        p.add_argument("--print", dest="print_only", action="store_true", help="show what would be written or run; change nothing")
+        p.add_argument(
+            "--print", dest="print_only", action="store_true", help="show what would be written or run; change nothing"
+        )
         p.add_argument(
             "--platform",
             choices=["linux", "darwin"],
@@ -43,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _register(workspace) -> None:
     """The service serves registered workspaces: make sure this one is."""
     from ctxos.services.workspace_registry import RegistryError, add_workspace
+
     try:
         name, added = add_workspace(workspace)
     except (RegistryError, OSError) as exc:

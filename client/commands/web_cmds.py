@@ -7,6 +7,7 @@ and redirects to the page, so no token ever sits in the browser's history or
 in a log. ``--print`` prints the link instead of starting a browser (for
 another browser, or a machine without one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,12 @@ from ctxos.client.cli import CliError, require_workspace, resolve_workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("open", aliases=["web"],
-                            help="open the web view in your browser (a one-time log-in link from the daemon)")
-    parser.add_argument("--print", dest="print_only", action="store_true",
-                        help="print the one-time link instead of opening a browser")
+    parser = sub.add_parser(
+        "open", aliases=["web"], help="open the web view in your browser (a one-time log-in link from the daemon)"
+    )
+    parser.add_argument(
+        "--print", dest="print_only", action="store_true", help="print the one-time link instead of opening a browser"
+    )
     parser.set_defaults(func=cmd_open)
 
 
@@ -30,8 +33,9 @@ def login_link(root: object) -> dict[str, object]:
     try:
         return client.call("web_login")
     except DaemonNotRunning as exc:
-        raise CliError(f"no daemon is running for {root}; start it with `ctxos start`, then run "
-                       f"`ctxos open` again", exit_code=3) from exc
+        raise CliError(
+            f"no daemon is running for {root}; start it with `ctxos start`, then run `ctxos open` again", exit_code=3
+        ) from exc
     except RpcCallError as exc:
         raise CliError(str(exc), exit_code=1) from exc
     except (DaemonError, OSError) as exc:

@@ -4,6 +4,7 @@
 (``services/workspace_registry.py``) so the per-user daemon serves it and
 ``--workspace NAME`` finds it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,13 @@ from pathlib import Path
 from ctxos.client.cli import CliError, call_backend, require_workspace, resolve_workspace
 from ctxos.services.ontology import MEMORY_TYPES
 from ctxos.services.workspace import init_workspace
-from ctxos.services.workspace_registry import (RegistryError, add_workspace, load_registry,
-                                               registry_path, remove_workspace)
+from ctxos.services.workspace_registry import (
+    RegistryError,
+    add_workspace,
+    load_registry,
+    registry_path,
+    remove_workspace,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,14 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     lister.add_argument("--json", action="store_true", help="machine-readable output")
     lister.set_defaults(func=cmd_list)
 
-    workspace = sub.add_parser("workspace", help="the registered workspaces the per-user daemon serves",
-                               description=f"Names and folders of the workspaces one daemon serves "
-                                           f"(kept in {registry_path()}).")
+    workspace = sub.add_parser(
+        "workspace",
+        help="the registered workspaces the per-user daemon serves",
+        description=f"Names and folders of the workspaces one daemon serves (kept in {registry_path()}).",
+    )
     actions = workspace.add_subparsers(dest="workspace_action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="register a workspace folder")
     add.add_argument("path", help="the workspace folder")
-    add.add_argument("--name", help="short name (default: from the folder name); used in --workspace NAME "
-                                    "and /w/NAME/mcp")
+    add.add_argument(
+        "--name", help="short name (default: from the folder name); used in --workspace NAME and /w/NAME/mcp"
+    )
     add.add_argument("--default", action="store_true", help="make it the default workspace (served at /mcp)")
     add.set_defaults(func=cmd_workspace_add)
     listing = actions.add_parser("list", help="registered workspaces")
@@ -112,8 +121,10 @@ def cmd_workspace_list(args: argparse.Namespace) -> int:
     except RegistryError as exc:
         raise CliError(str(exc)) from None
     default = registry.default_name()
-    rows = [{"name": name, "path": str(path), "default": name == default, "exists": path.is_dir()}
-            for name, path in registry.workspaces.items()]
+    rows = [
+        {"name": name, "path": str(path), "default": name == default, "exists": path.is_dir()}
+        for name, path in registry.workspaces.items()
+    ]
     if args.json:
         print(json.dumps({"registry": str(registry.path), "workspaces": rows}, indent=2))
         return 0
@@ -152,8 +163,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     never = data.get("never_load_at_l1") or []
     if never:
         plan = data.get("l1_budget") or {}
-        print(f"{len(never)} memories can never load at L1 under the default {plan.get('default_budget')}-token "
-              f"budget (at most {plan.get('available')} tokens for one memory); shorten their l1:")
+        print(
+            f"{len(never)} memories can never load at L1 under the default {plan.get('default_budget')}-token "
+            f"budget (at most {plan.get('available')} tokens for one memory); shorten their l1:"
+        )
         for item in never:
             print(f"  {item['path']}: L1 is {item['l1_tokens']} tokens")
     return 0

@@ -7,13 +7,14 @@ duration of the call with :func:`acting`; the history hook reads it with
 :func:`current_actor`. A ``ContextVar`` is per thread (and per asyncio task), so
 two requests handled on two worker threads never see each other's actor.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 DAEMON_NAME = "ctxos"
 MAX_CLIENT_CHARS = 120
@@ -32,7 +33,7 @@ class Actor:
         """The git author: the daemon, acting for the client (``ctxos (claude-code via MCP)``)."""
         return f"{DAEMON_NAME} ({self.client})"
 
-    def with_tool(self, tool: str) -> "Actor":
+    def with_tool(self, tool: str) -> Actor:
         return replace(self, tool=tool)
 
 

@@ -13,6 +13,7 @@ no prompt, hooks skipped (``--no-verify``: a person's pre-commit hook must not
 make the daemon's history disappear or block a save) and signing off (no
 pinentry popping up under an agent).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,9 +21,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 GIT_TIMEOUT_S = 30.0
 EMAIL = "ctxos@localhost"
@@ -79,13 +80,28 @@ def busy_reason(root: Path) -> str | None:
 
 def _env(author: str | None = None, email: str = EMAIL) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"LC_ALL": "C", "LANG": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat",
-                "GIT_EDITOR": "true", "GIT_OPTIONAL_LOCKS": "0"})
-    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):   # never aim at another repository
+    env.update(
+        {
+            "LC_ALL": "C",
+            "LANG": "C",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+            "GIT_EDITOR": "true",
+            "GIT_OPTIONAL_LOCKS": "0",
+        }
+    )
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # never aim at another repository
         env.pop(key, None)
     if author:
-        env.update({"GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email,
-                    "GIT_COMMITTER_NAME": author, "GIT_COMMITTER_EMAIL": email})
+        env.update(
+            {
+                "GIT_AUTHOR_NAME": author,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": author,
+                "GIT_COMMITTER_EMAIL": email,
+            }
+        )
     return env
 
 
@@ -96,8 +112,16 @@ class GitResult:
     stderr: str
 
 
-def run_git(cwd: Path, args: Sequence[str], *, author: str | None = None, email: str = EMAIL, check: bool = True,
-            timeout: float = GIT_TIMEOUT_S, input_text: str | None = None) -> GitResult:
+def run_git(
+    cwd: Path,
+    args: Sequence[str],
+    *,
+    author: str | None = None,
+    email: str = EMAIL,
+    check: bool = True,
+    timeout: float = GIT_TIMEOUT_S,
+    input_text: str | None = None,
+) -> GitResult:
     """Run ``git args`` in ``cwd``; retries while another git holds ``index.lock``."""
     binary = git_binary()
     if binary is None:
@@ -105,14 +129,21 @@ def run_git(cwd: Path, args: Sequence[str], *, author: str | None = None, email:
     command = [binary, "-c", "commit.gpgsign=false", "-c", "core.quotepath=false", *args]
     for attempt in range(LOCK_RETRIES):
         try:
-            proc = subprocess.run(command, cwd=str(cwd), env=_env(author, email), capture_output=True, timeout=timeout,
-                                  input=input_text.encode("utf-8") if input_text is not None else None)
+            proc = subprocess.run(
+                command,
+                cwd=str(cwd),
+                env=_env(author, email),
+                capture_output=True,
+                timeout=timeout,
+                input=input_text.encode("utf-8") if input_text is not None else None,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise GitError(f"git {args[0]} could not run: {exc}") from None
-        result = GitResult(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                           proc.stderr.decode("utf-8", "replace"))
+        result = GitResult(
+            proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+        )
         if result.returncode != 0 and "index.lock" in result.stderr and attempt < LOCK_RETRIES - 1:
-            time.sleep(0.05 * (attempt + 1))      # a person's git is busy: wait a little
+            time.sleep(0.05 * (attempt + 1))  # a person's git is busy: wait a little
             continue
         if check and result.returncode != 0:
             raise GitError(f"git {' '.join(args[:2])} failed: {(result.stderr or result.stdout).strip()}")
@@ -120,8 +151,15 @@ def run_git(cwd: Path, args: Sequence[str], *, author: str | None = None, email:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
-                 email: str = EMAIL, known_tracked: frozenset[str] = frozenset()) -> bool:
+def commit_paths(
+    root: Path,
+    paths: Sequence[str],
+    message: str,
+    author: str,
+    *,
+    email: str = EMAIL,
+    known_tracked: frozenset[str] = frozenset(),
+) -> bool:
     """Commit exactly ``paths`` (relative to ``root``) as they are on disk; True when a commit was made.
 
     New files are announced to git with ``add --intent-to-add`` (nothing else is
@@ -152,8 +190,14 @@ def commit_paths(root: Path, paths: Sequence[str], message: str, author: str, *,
 
 
 def _commit_only(root: Path, paths: list[str], message: str, author: str, email: str) -> GitResult:
-    return run_git(root, ["commit", "--quiet", "--only", "--no-verify", "--allow-empty-message",
-                          "-F", "-", "--", *paths], author=author, email=email, check=False, input_text=message)
+    return run_git(
+        root,
+        ["commit", "--quiet", "--only", "--no-verify", "--allow-empty-message", "-F", "-", "--", *paths],
+        author=author,
+        email=email,
+        check=False,
+        input_text=message,
+    )
 
 
 def _committed(result: GitResult) -> bool:
@@ -187,10 +231,10 @@ def person_identity(root: Path) -> tuple[str, str]:
 class GitVersion:
     commit: str
     author: str
-    date: str            # ISO 8601
+    date: str  # ISO 8601
     subject: str
     body: str
-    path: str            # the file's path (relative to the repository top) in this commit
+    path: str  # the file's path (relative to the repository top) in this commit
     added: int
     removed: int
 
@@ -202,8 +246,11 @@ _RECORD = "\x1e"
 def file_log(root: Path, rel_path: str, limit: int = 200) -> list[GitVersion]:
     """Commits that changed ``rel_path`` (following renames), newest first."""
     fmt = _RECORD + _FIELD.join(["%H", "%an", "%aI", "%s", "%b"]) + _FIELD
-    result = run_git(root, ["log", "--follow", f"--max-count={limit}", "--numstat", "-z", f"--format={fmt}",
-                            "--", rel_path], check=False)
+    result = run_git(
+        root,
+        ["log", "--follow", f"--max-count={limit}", "--numstat", "-z", f"--format={fmt}", "--", rel_path],
+        check=False,
+    )
     if result.returncode != 0:
         if "does not have any commits" in result.stderr or "bad default revision" in result.stderr:
             return []

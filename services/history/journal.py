@@ -10,6 +10,7 @@ holds half again as many versions as it keeps, so a save costs one small append.
 The journal is derived state: deleting ``.ctxos/`` loses the old versions, never a
 memory (the files are the truth).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +18,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,17 @@ class JournalEntry:
     text: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "at": self.at, "who": self.who, "tool": self.tool, "path": self.path, "id": self.id,
-                "version": self.version, "checksum": self.checksum, "text": self.text}
+        return {
+            "n": self.n,
+            "at": self.at,
+            "who": self.who,
+            "tool": self.tool,
+            "path": self.path,
+            "id": self.id,
+            "version": self.version,
+            "checksum": self.checksum,
+            "text": self.text,
+        }
 
 
 def journal_dir(root: Path) -> Path:
@@ -66,25 +76,53 @@ def read_entries(root: Path, memory_id: str) -> list[JournalEntry]:
     for line in raw.splitlines():
         try:
             data = json.loads(line)
-            entries.append(JournalEntry(int(data["n"]), str(data["at"]), str(data["who"]), str(data["tool"]),
-                                        str(data["path"]), str(data["id"]), data.get("version"),
-                                        str(data["checksum"]), str(data["text"])))
+            entries.append(
+                JournalEntry(
+                    int(data["n"]),
+                    str(data["at"]),
+                    str(data["who"]),
+                    str(data["tool"]),
+                    str(data["path"]),
+                    str(data["id"]),
+                    data.get("version"),
+                    str(data["checksum"]),
+                    str(data["text"]),
+                )
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return entries
 
 
-def append(root: Path, memory_id: str, *, who: str, tool: str, path: str, version: int | None,
-           checksum: str, text: str, keep: int = DEFAULT_KEEP) -> JournalEntry | None:
+def append(
+    root: Path,
+    memory_id: str,
+    *,
+    who: str,
+    tool: str,
+    path: str,
+    version: int | None,
+    checksum: str,
+    text: str,
+    keep: int = DEFAULT_KEEP,
+) -> JournalEntry | None:
     """Record one version (call under the history lock); None when it equals the newest kept one."""
     keep = max(1, int(keep))
     target = journal_file(root, memory_id)
     count, last = _tail(target)
     if last is not None and last.get("checksum") == checksum and last.get("path") == path:
         return None
-    entry = JournalEntry(int(last.get("n", 0)) + 1 if last is not None else 1,
-                         datetime.now(timezone.utc).isoformat(timespec="seconds"), who, tool, path, memory_id,
-                         version, checksum, text)
+    entry = JournalEntry(
+        int(last.get("n", 0)) + 1 if last is not None else 1,
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        who,
+        tool,
+        path,
+        memory_id,
+        version,
+        checksum,
+        text,
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(entry.to_dict(), ensure_ascii=False) + "\n"
     if count + 1 > keep + max(1, keep // 2):
@@ -118,4 +156,4 @@ def _tail(target: Path) -> tuple[int, dict[str, Any] | None]:
 
 def trimmed(entries: list[JournalEntry], keep: int) -> list[JournalEntry]:
     """What a reader shows: the newest ``keep`` versions (the file may briefly hold more)."""
-    return entries[-max(1, int(keep)):]
+    return entries[-max(1, int(keep)) :]

@@ -23,17 +23,19 @@ hold (a person's edit), that version is recorded first.
 A failure here is logged and counted (``status()``), never turned into a failed
 write: the file is already final when the hook runs.
 """
+
 from __future__ import annotations
 
 import fcntl
 import logging
 import re
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .. import write_gate
 from ..memory_file import checksum_bytes
@@ -57,7 +59,7 @@ class _Scope:
 
 
 _scope: ContextVar[_Scope | None] = ContextVar("ctxos_history_scope", default=None)
-_recorders: dict[Path, "HistoryRecorder"] = {}
+_recorders: dict[Path, HistoryRecorder] = {}
 _registry_lock = threading.Lock()
 
 
@@ -98,7 +100,7 @@ class HistoryRecorder:
     def mode(self) -> str:
         """``git``, ``journal`` or ``off`` for this workspace now."""
         raw = self.setting("mode", "auto")
-        wanted = "off" if raw is False else str(raw or "auto").lower()   # YAML reads a bare `off` as false
+        wanted = "off" if raw is False else str(raw or "auto").lower()  # YAML reads a bare `off` as false
         if wanted not in MODES:
             wanted = "auto"
         if wanted in ("off", "journal"):
@@ -115,9 +117,14 @@ class HistoryRecorder:
             return journal.DEFAULT_KEEP
 
     def status(self) -> dict[str, Any]:
-        return {"mode": self.mode(), "commits": self.commits, "journal_entries": self.journal_entries,
-                "failures": self.failures, "last_error": self.last_error,
-                "waiting_to_commit": sorted(self._uncommitted)}
+        return {
+            "mode": self.mode(),
+            "commits": self.commits,
+            "journal_entries": self.journal_entries,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "waiting_to_commit": sorted(self._uncommitted),
+        }
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -151,14 +158,14 @@ class HistoryRecorder:
             return
         scope = _scope.get()
         if scope is not None and rel in scope.pending.get(self.root, ()):
-            return                       # written earlier in this same call: the call's commit has it
+            return  # written earlier in this same call: the call's commit has it
         if rel in self._uncommitted:
-            return                       # the daemon's own text, waiting to be committed
+            return  # the daemon's own text, waiting to be committed
         path = self.root / rel
         try:
             data = path.read_bytes()
         except OSError:
-            return                       # a new file: nothing to keep
+            return  # a new file: nothing to keep
         mode = self.mode()
         try:
             with self.locked():
@@ -199,7 +206,7 @@ class HistoryRecorder:
                         try:
                             data = (self.root / rel).read_bytes()
                         except FileNotFoundError:
-                            continue          # moved away: the new path's entry tells the story
+                            continue  # moved away: the new path's entry tells the story
                         if _journaled(rel):
                             self._journal(rel, data, actor)
         except (OSError, gitrepo.GitError) as exc:
@@ -224,8 +231,11 @@ class HistoryRecorder:
         known = frozenset(rel for rel in rels if rel in self._committed)
         message = commit_message(actor, described)
         if earlier:
-            message += "Also written earlier by ctxos for " + ", ".join(
-                sorted({self._uncommitted[rel].client for rel in earlier})) + " (not committed then).\n"
+            message += (
+                "Also written earlier by ctxos for "
+                + ", ".join(sorted({self._uncommitted[rel].client for rel in earlier}))
+                + " (not committed then).\n"
+            )
         if gitrepo.commit_paths(self.root, rels, message, actor.author_name, known_tracked=known):
             self.commits += 1
         for rel in rels:
@@ -244,13 +254,15 @@ class HistoryRecorder:
     def _commit_person_edit(self, rel: str, data: bytes) -> None:
         """Commit the on-disk version of ``rel`` when it differs from HEAD, under the person's identity."""
         if self._committed.get(rel) == gitrepo.blob_id(data):
-            return                       # still the bytes this recorder committed: already history
+            return  # still the bytes this recorder committed: already history
         if gitrepo.busy_reason(self.root) or not gitrepo.has_uncommitted_change(self.root, rel):
             self._remember({rel: data})
             return
         who = gitrepo.person_identity(self.root)
-        message = (f"{PERSON_EDIT_TOOL}: {rel}\n\nThe version of {rel} found on disk before ctxos changed it "
-                   f"(kept so it can be restored).\n\nPath: {rel}\nTool: {PERSON_EDIT_TOOL}\n")
+        message = (
+            f"{PERSON_EDIT_TOOL}: {rel}\n\nThe version of {rel} found on disk before ctxos changed it "
+            f"(kept so it can be restored).\n\nPath: {rel}\nTool: {PERSON_EDIT_TOOL}\n"
+        )
         if gitrepo.commit_paths(self.root, [rel], message, who[0], email=who[1]):
             self.commits += 1
         self._remember({rel: data})
@@ -259,8 +271,17 @@ class HistoryRecorder:
     def _journal(self, rel: str, data: bytes, actor: Actor) -> None:
         text = data.decode("utf-8", "replace")
         mid, version = frontmatter_fields(text)
-        entry = journal.append(self.root, mid or Path(rel).stem, who=actor.client, tool=actor.tool, path=rel,
-                               version=version, checksum=checksum_bytes(data), text=text, keep=self.keep())
+        entry = journal.append(
+            self.root,
+            mid or Path(rel).stem,
+            who=actor.client,
+            tool=actor.tool,
+            path=rel,
+            version=version,
+            checksum=checksum_bytes(data),
+            text=text,
+            keep=self.keep(),
+        )
         if entry is not None:
             self.journal_entries += 1
 
@@ -268,8 +289,9 @@ class HistoryRecorder:
 def _journaled(rel: str) -> bool:
     """The journal keeps memories (served or archived), not router files or other generated files."""
     from ..ontology import ARCHIVE_FOLDER
+
     if rel.startswith(ARCHIVE_FOLDER + "/"):
-        return is_memory_path(rel[len(ARCHIVE_FOLDER) + 1:])
+        return is_memory_path(rel[len(ARCHIVE_FOLDER) + 1 :])
     return is_memory_path(rel)
 
 
@@ -292,11 +314,12 @@ def commit_message(actor: Actor, described: list[tuple[str, str | None, int | No
 
 # --- scopes: one commit per call -----------------------------------------------------------
 
+
 @contextmanager
 def scope(actor: Actor) -> Iterator[Actor]:
     """Attribute the block's writes to ``actor`` and make them one commit when it ends."""
     outer = _scope.get()
-    if outer is not None:               # nested (a job calling a write): the outer scope commits
+    if outer is not None:  # nested (a job calling a write): the outer scope commits
         with acting(actor):
             yield actor
         return
@@ -314,6 +337,7 @@ def scope(actor: Actor) -> Iterator[Actor]:
 
 
 # --- installation ---------------------------------------------------------------------------
+
 
 def _before(root: Path, rel: str) -> None:
     recorder = _lookup(root)

@@ -12,11 +12,12 @@ Nothing is ever lost:
 Call under the write lock (the daemon runs it as a writing job): no write may land
 in the middle of a rebase.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ FINDING_KIND = "sync_conflict"
 
 @dataclass
 class SyncResult:
-    status: str                 # "ok" | "conflict" | "error" | "skipped"
+    status: str  # "ok" | "conflict" | "error" | "skipped"
     message: str
     pulled: bool = False
     pushed: bool = False
@@ -38,8 +39,14 @@ class SyncResult:
     remote: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "pulled": self.pulled, "pushed": self.pushed,
-                "files": list(self.files), "remote": self.remote}
+        return {
+            "status": self.status,
+            "message": self.message,
+            "pulled": self.pulled,
+            "pushed": self.pushed,
+            "files": list(self.files),
+            "remote": self.remote,
+        }
 
 
 def _state_file(root: Path) -> Path:
@@ -56,7 +63,7 @@ def load_state(root: Path) -> dict[str, Any]:
 
 def _save_state(root: Path, result: SyncResult) -> None:
     state = load_state(root)
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     state["last_run"] = {"at": now, **result.to_dict()}
     if result.status == "conflict":
         previous = state.get("conflict") or {}
@@ -109,25 +116,46 @@ def _pull_and_push(root: Path, remote: str, branch: str) -> SyncResult:
     output = (pull.stdout + "\n" + pull.stderr).strip()
     if pull.returncode != 0:
         if _rebasing(root):
-            files = [f for f in gitrepo.run_git(root, ["diff", "--name-only", "--diff-filter=U"],
-                                                check=False).stdout.splitlines() if f]
+            files = [
+                f
+                for f in gitrepo.run_git(
+                    root, ["diff", "--name-only", "--diff-filter=U"], check=False
+                ).stdout.splitlines()
+                if f
+            ]
             gitrepo.run_git(root, ["rebase", "--abort"])
-            return SyncResult("conflict", (
-                f"pulling {where} conflicts with local commits in {', '.join(files) or 'some files'}; the pull was "
-                "undone (local commits and edits are as they were). Resolve it by hand: git pull --rebase, fix "
-                "the files, git rebase --continue."), files=files, remote=where)
+            return SyncResult(
+                "conflict",
+                (
+                    f"pulling {where} conflicts with local commits in {', '.join(files) or 'some files'}; the pull was "
+                    "undone (local commits and edits are as they were). Resolve it by hand: git pull --rebase, fix "
+                    "the files, git rebase --continue."
+                ),
+                files=files,
+                remote=where,
+            )
         return SyncResult("error", f"git pull from {where} failed: {_last_lines(output)}", remote=where)
     if "autostash resulted in conflicts" in output.lower():
-        return SyncResult("conflict", (
-            f"pulled {where}, but your uncommitted edits conflict with it; they are safe in `git stash list` "
-            "(apply them by hand with git stash pop)."), pulled=True, remote=where)
+        return SyncResult(
+            "conflict",
+            (
+                f"pulled {where}, but your uncommitted edits conflict with it; they are safe in `git stash list` "
+                "(apply them by hand with git stash pop)."
+            ),
+            pulled=True,
+            remote=where,
+        )
     ahead = gitrepo.run_git(root, ["rev-list", "--count", f"{remote}/{branch}..HEAD"], check=False).stdout.strip()
     pushed = False
     if ahead not in ("", "0"):
         push = gitrepo.run_git(root, ["push", remote, f"HEAD:{branch}"], check=False)
         if push.returncode != 0:
-            return SyncResult("error", f"git push to {where} failed (tried again next run): "
-                                       f"{_last_lines(push.stderr or push.stdout)}", pulled=True, remote=where)
+            return SyncResult(
+                "error",
+                f"git push to {where} failed (tried again next run): {_last_lines(push.stderr or push.stdout)}",
+                pulled=True,
+                remote=where,
+            )
         pushed = True
     return SyncResult("ok", f"in step with {where}", pulled=True, pushed=pushed, remote=where)
 
@@ -156,10 +184,26 @@ def sync_findings(root: Path) -> list[Any]:
     if not record:
         return []
     from ..governance import Finding
+
     files = [str(f) for f in record.get("files") or []]
-    return [Finding(
-        FINDING_KIND, [], files or ["(git sync)"], str(record.get("message") or "git sync conflict"),
-        {"remote": record.get("remote"), "files": files, "since": record.get("since"), "last_try": record.get("at")},
-        {"action": "fix", "suggestion": "resolve by hand: git pull --rebase, fix the files, git rebase --continue; "
-                                        "the finding goes away after the next successful sync"},
-        command="git pull --rebase", severity="warning")]
+    return [
+        Finding(
+            FINDING_KIND,
+            [],
+            files or ["(git sync)"],
+            str(record.get("message") or "git sync conflict"),
+            {
+                "remote": record.get("remote"),
+                "files": files,
+                "since": record.get("since"),
+                "last_try": record.get("at"),
+            },
+            {
+                "action": "fix",
+                "suggestion": "resolve by hand: git pull --rebase, fix the files, git rebase --continue; "
+                "the finding goes away after the next successful sync",
+            },
+            command="git pull --rebase",
+            severity="warning",
+        )
+    ]

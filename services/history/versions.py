@@ -11,6 +11,7 @@ new version (``version`` is bumped past the current one, so an agent holding the
 current version sees a conflict), a protected memory is refused, and a file a
 person changed since it was last read is a ``WriteConflict`` like any write.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -22,8 +23,8 @@ from ..config import Config
 from ..memory_file import update_frontmatter
 from ..model import InvalidFile, Memory
 from ..store import MemoryStore
-from ..write_gate import WriteConflict, WriteRefused, commit_memory, disk_checksum
 from ..workspace import load_memory
+from ..write_gate import WriteConflict, WriteRefused, commit_memory, disk_checksum
 from . import gitrepo, journal
 from .recorder import HistoryRecorder, frontmatter_fields
 
@@ -43,15 +44,24 @@ class Version:
     tool: str
     summary: str
     path: str
-    ref: str                  # commit id (git) or journal entry number
+    ref: str  # commit id (git) or journal entry number
     version: int | None = None
     added: int | None = None
     removed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "at": self.at, "who": self.who, "tool": self.tool, "summary": self.summary,
-                "path": self.path, "ref": self.ref, "version": self.version, "added": self.added,
-                "removed": self.removed}
+        return {
+            "n": self.n,
+            "at": self.at,
+            "who": self.who,
+            "tool": self.tool,
+            "summary": self.summary,
+            "path": self.path,
+            "ref": self.ref,
+            "version": self.version,
+            "added": self.added,
+            "removed": self.removed,
+        }
 
 
 def _trailer(body: str, key: str) -> str | None:
@@ -76,10 +86,20 @@ def list_versions(recorder: HistoryRecorder, memory_id: str, rel_path: str | Non
             if "(v" in item.subject and item.subject.endswith(")"):
                 tail = item.subject.rsplit("(v", 1)[1][:-1]
                 version = int(tail) if tail.isdigit() else None
-            versions.append(Version(
-                n=total - i, at=item.date, who=item.author if not client else f"ctxos ({client})", tool=tool,
-                summary=f"{item.subject} (+{item.added} -{item.removed})", path=item.path, ref=item.commit,
-                version=version, added=item.added, removed=item.removed))
+            versions.append(
+                Version(
+                    n=total - i,
+                    at=item.date,
+                    who=item.author if not client else f"ctxos ({client})",
+                    tool=tool,
+                    summary=f"{item.subject} (+{item.added} -{item.removed})",
+                    path=item.path,
+                    ref=item.commit,
+                    version=version,
+                    added=item.added,
+                    removed=item.removed,
+                )
+            )
         return mode, versions
     entries = journal.trimmed(journal.read_entries(root, memory_id), recorder.keep())
     versions = []
@@ -88,17 +108,32 @@ def list_versions(recorder: HistoryRecorder, memory_id: str, rel_path: str | Non
         lines = entry.text.splitlines()
         added, removed = _line_changes(previous, lines)
         previous = lines
-        summary = f"{entry.tool}" + (f" v{entry.version}" if entry.version else "") + \
-            (f" (+{added} -{removed})" if added is not None else " (first kept version)")
-        versions.append(Version(entry.n, entry.at, entry.who, entry.tool, summary, entry.path, str(entry.n),
-                                entry.version, added, removed))
+        summary = (
+            f"{entry.tool}"
+            + (f" v{entry.version}" if entry.version else "")
+            + (f" (+{added} -{removed})" if added is not None else " (first kept version)")
+        )
+        versions.append(
+            Version(
+                entry.n,
+                entry.at,
+                entry.who,
+                entry.tool,
+                summary,
+                entry.path,
+                str(entry.n),
+                entry.version,
+                added,
+                removed,
+            )
+        )
     return ("journal" if mode != "off" or entries else "off"), list(reversed(versions))
 
 
 def _line_changes(before: list[str] | None, after: list[str]) -> tuple[int | None, int | None]:
     if before is None:
         return None, None
-    added = removed = 0        # line opcodes only (ndiff's character-level pass is quadratic on long lines)
+    added = removed = 0  # line opcodes only (ndiff's character-level pass is quadratic on long lines)
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag in ("replace", "delete"):
             removed += i2 - i1
@@ -116,8 +151,9 @@ def version_text(recorder: HistoryRecorder, memory_id: str, versions: list[Versi
     if recorder.mode() == "git":
         text = gitrepo.show_file(recorder.root, chosen.ref, chosen.path)
         if text is None:
-            raise HistoryError(f"version {n} of {memory_id} removed the file ({chosen.summary}); "
-                               "pick an earlier version")
+            raise HistoryError(
+                f"version {n} of {memory_id} removed the file ({chosen.summary}); pick an earlier version"
+            )
         return text
     for entry in journal.read_entries(recorder.root, memory_id):
         if entry.n == n:
@@ -126,12 +162,24 @@ def version_text(recorder: HistoryRecorder, memory_id: str, versions: list[Versi
 
 
 def unified_diff(old: str, new: str, old_label: str, new_label: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        old_label, new_label, n=DIFF_CONTEXT))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), old_label, new_label, n=DIFF_CONTEXT
+        )
+    )
 
 
-def revert_memory(root: Path, store: MemoryStore, config: Config, memory: Memory, old_text: str, n: int, *,
-                  expected_version: int | None = None, expected_checksum: str | None = None) -> tuple[str, bool]:
+def revert_memory(
+    root: Path,
+    store: MemoryStore,
+    config: Config,
+    memory: Memory,
+    old_text: str,
+    n: int,
+    *,
+    expected_version: int | None = None,
+    expected_checksum: str | None = None,
+) -> tuple[str, bool]:
     """Write ``old_text`` (version ``n``) back as a new version of ``memory``; (path, changed).
 
     Call under ``writes.write_lock``. ``expected_version`` / ``expected_checksum``, when
@@ -144,18 +192,26 @@ def revert_memory(root: Path, store: MemoryStore, config: Config, memory: Memory
         reason = current.reason if isinstance(current, InvalidFile) else "the file is gone"
         raise WriteConflict(f"{rel}: {reason}; nothing was reverted")
     if current.protected:
-        raise WriteRefused(f"memory {current.id!r} ({rel}) is protected; reverting it is refused "
-                           f"(a person can unlock it with `ctxos unlock {current.id}`)")
+        raise WriteRefused(
+            f"memory {current.id!r} ({rel}) is protected; reverting it is refused "
+            f"(a person can unlock it with `ctxos unlock {current.id}`)"
+        )
     known = store.checksum_of(rel)
     if known is not None and known != current.checksum:
-        raise WriteConflict(f"memory {current.id!r} ({rel}) was edited on disk since it was last read; "
-                            "look at its history again before reverting")
+        raise WriteConflict(
+            f"memory {current.id!r} ({rel}) was edited on disk since it was last read; "
+            "look at its history again before reverting"
+        )
     if expected_version is not None and expected_version != current.version:
-        raise WriteConflict(f"memory {current.id!r} changed: you looked at version {expected_version}, "
-                            f"the file is at version {current.version}; look at its history again")
+        raise WriteConflict(
+            f"memory {current.id!r} changed: you looked at version {expected_version}, "
+            f"the file is at version {current.version}; look at its history again"
+        )
     if expected_checksum and expected_checksum != current.checksum:
-        raise WriteConflict(f"memory {current.id!r} ({rel}) was edited since you looked at it (same version, "
-                            "different content); reload it before reverting")
+        raise WriteConflict(
+            f"memory {current.id!r} ({rel}) was edited since you looked at it (same version, "
+            "different content); reload it before reverting"
+        )
     old_id, _ = frontmatter_fields(old_text)
     body_now = current.path.read_bytes().decode("utf-8", "replace")
     if old_text == body_now:
@@ -164,6 +220,7 @@ def revert_memory(root: Path, store: MemoryStore, config: Config, memory: Memory
     if old_id is not None and old_id != current.id:
         changes["id"] = current.id
     from ..writes import utc_now
+
     changes["modified"] = utc_now()
     new_text = update_frontmatter(old_text, changes)
     commit_memory(root, config, rel, new_text, expected_checksum=current.checksum)

@@ -5,10 +5,11 @@ a plan (create / update / unchanged / skip) and applies it through the write gat
 ``detect`` picks the format of a path; ``build_plan`` and ``run_import`` are what the
 RPC method and the CLI call. See docs/import.md.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..config import Config
 from ..store import MemoryStore
@@ -39,17 +40,21 @@ def detect(path: Path) -> str:
             return "memory-mcp"
         if context_files.is_context_file(path):
             return "context-files"
-        raise ImportError_(f"{path}: not a format ctxos imports (a CLAUDE.md, AGENTS.md, .cursorrules, "
-                           ".windsurfrules, .mdc rule, copilot-instructions.md, or a memory MCP .jsonl)")
+        raise ImportError_(
+            f"{path}: not a format ctxos imports (a CLAUDE.md, AGENTS.md, .cursorrules, "
+            ".windsurfrules, .mdc rule, copilot-instructions.md, or a memory MCP .jsonl)"
+        )
     if logseq.looks_like(path):
         return "logseq"
     if context_files.find_files(path):
         return "context-files"
     if basic_memory.looks_like(path):
         return "basic-memory"
-    raise ImportError_(f"{path}: no Logseq graph (pages/, journals/), basic-memory project or context files "
-                       "(CLAUDE.md, AGENTS.md, .cursorrules, .windsurfrules, .cursor/rules/*.mdc, "
-                       ".github/copilot-instructions.md) found; pass --format to say which it is")
+    raise ImportError_(
+        f"{path}: no Logseq graph (pages/, journals/), basic-memory project or context files "
+        "(CLAUDE.md, AGENTS.md, .cursorrules, .windsurfrules, .cursor/rules/*.mdc, "
+        ".github/copilot-instructions.md) found; pass --format to say which it is"
+    )
 
 
 def build_plan(root: Path, store: MemoryStore, config: Config, path: Path, fmt: str | None = None) -> ImportPlan:
@@ -67,7 +72,8 @@ def build_plan(root: Path, store: MemoryStore, config: Config, path: Path, fmt: 
     return make_plan(root, store, config, chosen, str(path), drafts, warnings)
 
 
-def run_import(root: Path, store: MemoryStore, config: Config, path: Path, fmt: str | None = None,
-               dry_run: bool = False) -> ImportPlan:
+def run_import(
+    root: Path, store: MemoryStore, config: Config, path: Path, fmt: str | None = None, dry_run: bool = False
+) -> ImportPlan:
     plan = build_plan(root, store, config, path, fmt)
     return plan if dry_run else apply_plan(root, store, config, plan)

@@ -12,6 +12,7 @@ and any other key) is kept, with:
   (a target found by title or permalink in the project; others are reported);
 - observation lines ``- [category] text #tag (context)`` stay in the text as they are.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,13 +27,30 @@ from .plan import IMPORT_TAG, Draft
 _OBSERVATION_RE = re.compile(r"^\s*-\s+\[([^\]]+)\]\s+(.+)$", re.MULTILINE)
 _RELATION_RE = re.compile(r"^\s*-\s+([A-Za-z_][\w -]*?)\s+\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]", re.MULTILINE)
 _HASHTAG_RE = re.compile(r"(?<![\w&])#([A-Za-z][\w/-]*)")
-RESERVED = {"id", "l0", "importance", "version", "created", "modified", "always_load", "protected",
-            "related", "requires", "optional", "imported_from", "import_hash", "type"}
+RESERVED = {
+    "id",
+    "l0",
+    "importance",
+    "version",
+    "created",
+    "modified",
+    "always_load",
+    "protected",
+    "related",
+    "requires",
+    "optional",
+    "imported_from",
+    "import_hash",
+    "type",
+}
 
 
 def notes(root: Path) -> list[Path]:
-    return sorted(p for p in Path(root).rglob("*.md")
-                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in Path(root).rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 def looks_like(path: Path) -> bool:
@@ -47,7 +65,9 @@ def looks_like(path: Path) -> bool:
             head = note.read_text(encoding="utf-8")[:4000]
         except (OSError, UnicodeDecodeError):
             continue
-        if re.search(r"^permalink:", head, re.MULTILINE) and (_OBSERVATION_RE.search(head) or _RELATION_RE.search(head)):
+        if re.search(r"^permalink:", head, re.MULTILINE) and (
+            _OBSERVATION_RE.search(head) or _RELATION_RE.search(head)
+        ):
             return True
     return False
 
@@ -92,13 +112,23 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
         tags = [t.strip() for t in tags.split(",")] if isinstance(tags, str) else [str(t) for t in tags]
         for _, text in _OBSERVATION_RE.findall(body):
             tags += _HASHTAG_RE.findall(text)
-        extra = {k if k not in RESERVED else f"bm_{k}": v for k, v in meta.items()
-                 if k not in ("tags", "type") and v is not None}
+        extra = {
+            k if k not in RESERVED else f"bm_{k}": v
+            for k, v in meta.items()
+            if k not in ("tags", "type") and v is not None
+        }
         extra["title"] = title
         extra["entity_type"] = declared
-        drafts.append(Draft(
-            id=ids[title.lower()], type=kind, body=body.strip() + "\n",
-            l0=derived_l0({"title": title}, body, rel), source=f"{root.name}/{rel}",
-            tags=list(dict.fromkeys([IMPORT_TAG, "basic-memory", *(slugify(t, 60) for t in tags if t)])),
-            related=related, extra=extra))
+        drafts.append(
+            Draft(
+                id=ids[title.lower()],
+                type=kind,
+                body=body.strip() + "\n",
+                l0=derived_l0({"title": title}, body, rel),
+                source=f"{root.name}/{rel}",
+                tags=list(dict.fromkeys([IMPORT_TAG, "basic-memory", *(slugify(t, 60) for t in tags if t)])),
+                related=related,
+                extra=extra,
+            )
+        )
     return drafts, warnings

@@ -16,6 +16,7 @@
 - ``journals/2024_01_31.md`` is the ``daily`` memory ``logseq-journal-2024-01-31``
   created on that day. A page with no text is reported and skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,15 +34,30 @@ _PROPERTY_RE = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_][A-Za-z0-9_.-]*)::\s?(.*)$
 _BLOCK_START_RE = re.compile(r"^(\s*)-\s+(.*)$")
 _REF_RE = re.compile(r"\{\{embed \(\(([0-9a-fA-F-]{36})\)\)\}\}|\(\(([0-9a-fA-F-]{36})\)\)")
 _JOURNAL_RE = re.compile(r"^(\d{4})[_-](\d{2})[_-](\d{2})$")
-RESERVED = {"id", "type", "l0", "importance", "version", "created", "modified", "always_load", "protected",
-            "related", "requires", "optional", "imported_from", "import_hash"}
+RESERVED = {
+    "id",
+    "type",
+    "l0",
+    "importance",
+    "version",
+    "created",
+    "modified",
+    "always_load",
+    "protected",
+    "related",
+    "requires",
+    "optional",
+    "imported_from",
+    "import_hash",
+}
 HIDDEN_BLOCK_PROPERTIES = {"id", "collapsed", "heading"}
 
 
 def looks_like(path: Path) -> bool:
     path = Path(path)
-    return path.is_dir() and ((path / "logseq" / "config.edn").is_file()
-                              or ((path / "pages").is_dir() and (path / "journals").is_dir()))
+    return path.is_dir() and (
+        (path / "logseq" / "config.edn").is_file() or ((path / "pages").is_dir() and (path / "journals").is_dir())
+    )
 
 
 def page_name(file: Path) -> str:
@@ -56,7 +72,7 @@ def _parse(text: str) -> tuple[dict[str, str], list[str], dict[str, str]]:
     lines = text.splitlines()
     props: dict[str, str] = {}
     index = 0
-    while index < len(lines):                       # the first block: page properties
+    while index < len(lines):  # the first block: page properties
         match = _PROPERTY_RE.match(lines[index])
         if not match:
             break
@@ -89,7 +105,7 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
     root = Path(path)
     warnings: list[str] = []
     parsed: list[tuple[Path, str, bool, dict[str, str], list[str]]] = []
-    blocks: dict[str, tuple[str, str]] = {}           # uuid -> (page title, block text)
+    blocks: dict[str, tuple[str, str]] = {}  # uuid -> (page title, block text)
     for folder, journal in (("pages", False), ("journals", True)):
         for file in sorted((root / folder).glob("*.md")) if (root / folder).is_dir() else []:
             try:
@@ -109,7 +125,7 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
         rel = f"{'journals' if journal else 'pages'}/{file.name}"
         related: list[str] = []
 
-        def resolve(match: re.Match[str]) -> str:
+        def resolve(match: re.Match[str], rel: str = rel, related: list[str] = related, title: str = title) -> str:
             uuid = (match.group(1) or match.group(2)).lower()
             found = blocks.get(uuid)
             if found is None:
@@ -137,8 +153,9 @@ def _page_id(file: Path, title: str, journal: bool) -> str:
     return "logseq-" + ".".join(slugify(part, 60) for part in title.split("/") if part.strip())
 
 
-def _draft(file: Path, title: str, journal: bool, props: dict[str, str], text: str, rel: str,
-           related: list[str]) -> Draft:
+def _draft(
+    file: Path, title: str, journal: bool, props: dict[str, str], text: str, rel: str, related: list[str]
+) -> Draft:
     created = None
     kind = "resource"
     if journal:
@@ -158,6 +175,14 @@ def _draft(file: Path, title: str, journal: bool, props: dict[str, str], text: s
             continue
         extra[f"logseq_{key}" if key in RESERVED else key] = value
     body = f"# {title}\n\n{text}\n"
-    return Draft(id=_page_id(file, title, journal), type=kind, body=body,
-                 l0=derived_l0({"title": title}, text, rel), source=f"{file.parent.parent.name}/{rel}",
-                 tags=list(dict.fromkeys(t for t in tags if t)), related=related, created=created, extra=extra)
+    return Draft(
+        id=_page_id(file, title, journal),
+        type=kind,
+        body=body,
+        l0=derived_l0({"title": title}, text, rel),
+        source=f"{file.parent.parent.name}/{rel}",
+        tags=list(dict.fromkeys(t for t in tags if t)),
+        related=related,
+        created=created,
+        extra=extra,
+    )

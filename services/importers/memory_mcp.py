@@ -14,6 +14,7 @@ tool, technique, skill, howto → ``skill``; task, todo → ``task``; rule, poli
 guideline → ``rule``; a type named like one of ours → that; anything else → ``resource``.
 Ids are ``mcp-<name>`` slugs.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,26 @@ from ..writes import slugify
 from .plan import IMPORT_TAG, Draft
 
 ENTITY_TYPES: dict[str, str] = {
-    "person": "context", "people": "context", "organization": "context", "organisation": "context",
-    "company": "context", "team": "context", "user": "context", "preference": "context", "event": "context",
-    "project": "project", "decision": "decision", "tool": "skill", "technique": "skill", "skill": "skill",
-    "howto": "skill", "task": "task", "todo": "task", "rule": "rule", "policy": "rule", "guideline": "rule",
+    "person": "context",
+    "people": "context",
+    "organization": "context",
+    "organisation": "context",
+    "company": "context",
+    "team": "context",
+    "user": "context",
+    "preference": "context",
+    "event": "context",
+    "project": "project",
+    "decision": "decision",
+    "tool": "skill",
+    "technique": "skill",
+    "skill": "skill",
+    "howto": "skill",
+    "task": "task",
+    "todo": "task",
+    "rule": "rule",
+    "policy": "rule",
+    "guideline": "rule",
 }
 
 
@@ -82,8 +99,10 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
     for source, target, relation in relations:
         if source not in entities or target not in entities:
             missing = source if source not in entities else target
-            warnings.append(f"relation {source!r} {relation} {target!r}: no entity named {missing!r}"
-                            + ("; kept as text" if source in entities else "; skipped"))
+            warnings.append(
+                f"relation {source!r} {relation} {target!r}: no entity named {missing!r}"
+                + ("; kept as text" if source in entities else "; skipped")
+            )
         if source in entities:
             outgoing.setdefault(source, []).append((relation, target))
     drafts = []
@@ -93,15 +112,28 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
         lines += [f"- {o}" for o in entity["observations"]] or [f"A {entity['entityType'] or 'entity'}."]
         links = outgoing.get(name, [])
         if links:
-            lines += ["", "## Relations",
-                      *(f"- {rel} [[{ids[t]}|{t}]]" if t in ids else f"- {rel} [[{t}]]" for rel, t in links)]
+            lines += [
+                "",
+                "## Relations",
+                *(f"- {rel} [[{ids[t]}|{t}]]" if t in ids else f"- {rel} [[{t}]]" for rel, t in links),
+            ]
         first = entity["observations"][0] if entity["observations"] else ""
-        l0 = f"{name} ({entity['entityType']})" + (f" — {first}" if first else "") if entity["entityType"] \
+        l0 = (
+            f"{name} ({entity['entityType']})" + (f" — {first}" if first else "")
+            if entity["entityType"]
             else name + (f" — {first}" if first else "")
+        )
         tags = [IMPORT_TAG, "memory-mcp"] + ([slugify(entity["entityType"], 40)] if entity["entityType"] else [])
-        drafts.append(Draft(
-            id=ids[name], type=kind, body="\n".join(lines) + "\n", l0=" ".join(l0.split())[:200],
-            source=f"{path.name}#{name}", tags=tags,
-            related=list(dict.fromkeys(ids[t] for _, t in links if t in ids and t != name)),
-            extra={"title": name, "entity_type": entity["entityType"]}))
+        drafts.append(
+            Draft(
+                id=ids[name],
+                type=kind,
+                body="\n".join(lines) + "\n",
+                l0=" ".join(l0.split())[:200],
+                source=f"{path.name}#{name}",
+                tags=tags,
+                related=list(dict.fromkeys(ids[t] for _, t in links if t in ids and t != name)),
+                extra={"title": name, "entity_type": entity["entityType"]},
+            )
+        )
     return drafts, warnings

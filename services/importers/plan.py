@@ -17,24 +17,34 @@ with a deterministic id (same source, same id), a type, a body, tags and links.
 ``apply_plan`` performs the plan one file at a time under the workspace write lock,
 every file through ``write_gate.commit_memory``. The source is only ever read.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..config import Config
-from ..memory_file import (L1_MARKER, L2_MARKER, MemoryFileError, parse_frontmatter_mapping, render_new_file,
-                           split_frontmatter, split_tiers, update_frontmatter)
+from ..memory_file import (
+    L1_MARKER,
+    L2_MARKER,
+    MemoryFileError,
+    parse_frontmatter_mapping,
+    render_new_file,
+    split_frontmatter,
+    split_tiers,
+    update_frontmatter,
+)
 from ..model import InvalidFile, Memory
 from ..ontology import MEMORY_TYPES, TYPE_FOLDERS
 from ..store import MemoryStore
+from ..workspace import load_memory
 from ..write_gate import WriteRefused, commit_memory
 from ..writes import ID_PATTERN, slugify, utc_now, write_lock
-from ..workspace import load_memory
 
 IMPORT_TAG = "imported"
 
@@ -45,13 +55,13 @@ class Draft:
 
     id: str
     type: str
-    body: str                        # markdown, without frontmatter
+    body: str  # markdown, without frontmatter
     l0: str
-    source: str                      # provenance, e.g. "myapp/CLAUDE.md#Testing" (kept as imported_from)
+    source: str  # provenance, e.g. "myapp/CLAUDE.md#Testing" (kept as imported_from)
     tags: list[str] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
-    l1: str = ""                     # the short tier; the first paragraph when empty
-    extra: dict[str, Any] = field(default_factory=dict)   # other frontmatter keys (title, globs ...)
+    l1: str = ""  # the short tier; the first paragraph when empty
+    extra: dict[str, Any] = field(default_factory=dict)  # other frontmatter keys (title, globs ...)
     created: date | None = None
     importance: float = 0.5
     always_load: bool = False
@@ -68,23 +78,31 @@ class Draft:
 
 def content_hash(kind: str, l0: str, tags: Iterable[str], related: Iterable[str], body: str) -> str:
     """What an import wrote, as a short hash: equal hashes mean the same memory text and links."""
-    payload = json.dumps([kind, " ".join(str(l0).split()), list(tags), list(related), body.strip()],
-                         ensure_ascii=False, default=str)
+    payload = json.dumps(
+        [kind, " ".join(str(l0).split()), list(tags), list(related), body.strip()], ensure_ascii=False, default=str
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
 class PlanItem:
     draft: Draft
-    action: str                      # create | update | unchanged | skip
+    action: str  # create | update | unchanged | skip
     path: str
     reason: str = ""
-    result: str = ""                 # after apply: created | updated | unchanged | skipped | refused
+    result: str = ""  # after apply: created | updated | unchanged | skipped | refused
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.draft.id, "type": self.draft.type, "action": self.action, "path": self.path,
-                "source": self.draft.source, "l0": self.draft.l0, "reason": self.reason,
-                **({"result": self.result} if self.result else {})}
+        return {
+            "id": self.draft.id,
+            "type": self.draft.type,
+            "action": self.action,
+            "path": self.path,
+            "source": self.draft.source,
+            "l0": self.draft.l0,
+            "reason": self.reason,
+            **({"result": self.result} if self.result else {}),
+        }
 
 
 @dataclass
@@ -107,8 +125,14 @@ class ImportPlan:
         return [i.path for i in self.items if i.result in ("created", "updated")]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": self.format, "source": self.source, "applied": self.applied, "counts": self.counts(),
-                "items": [i.to_dict() for i in self.items], "warnings": list(self.warnings)}
+        return {
+            "format": self.format,
+            "source": self.source,
+            "applied": self.applied,
+            "counts": self.counts(),
+            "items": [i.to_dict() for i in self.items],
+            "warnings": list(self.warnings),
+        }
 
 
 def unique_ids(drafts: list[Draft]) -> list[Draft]:
@@ -125,8 +149,15 @@ def unique_ids(drafts: list[Draft]) -> list[Draft]:
     return drafts
 
 
-def make_plan(root: Path, store: MemoryStore, config: Config, fmt: str, source: str, drafts: list[Draft],
-              warnings: list[str] | None = None) -> ImportPlan:
+def make_plan(
+    root: Path,
+    store: MemoryStore,
+    config: Config,
+    fmt: str,
+    source: str,
+    drafts: list[Draft],
+    warnings: list[str] | None = None,
+) -> ImportPlan:
     """Decide create/update/unchanged/skip for every draft (nothing is written)."""
     plan = ImportPlan(fmt, source, warnings=list(warnings or []))
     for draft in unique_ids(drafts):
@@ -139,7 +170,9 @@ def make_plan(root: Path, store: MemoryStore, config: Config, fmt: str, source: 
             plan.items.append(PlanItem(draft, "create", path))
             continue
         if isinstance(current, InvalidFile):
-            plan.items.append(PlanItem(draft, "skip", path, f"{path} exists and is not a valid memory: {current.reason}"))
+            plan.items.append(
+                PlanItem(draft, "skip", path, f"{path} exists and is not a valid memory: {current.reason}")
+            )
             continue
         meta = current.metadata
         if meta.get("imported_from") != draft.source:
@@ -150,8 +183,14 @@ def make_plan(root: Path, store: MemoryStore, config: Config, fmt: str, source: 
             plan.items.append(PlanItem(draft, "unchanged", path))
             continue
         if _hash_of_file(current) != meta.get("import_hash"):
-            plan.items.append(PlanItem(draft, "skip", path, f"{path} was edited since it was imported; "
-                                                            "a person's edit wins (delete it to import it again)"))
+            plan.items.append(
+                PlanItem(
+                    draft,
+                    "skip",
+                    path,
+                    f"{path} was edited since it was imported; a person's edit wins (delete it to import it again)",
+                )
+            )
             continue
         if current.protected:
             plan.items.append(PlanItem(draft, "skip", path, f"{path} is protected"))
@@ -175,16 +214,27 @@ def _hash_of_file(memory: Memory) -> str:
         meta = parse_frontmatter_mapping(split.frontmatter_text)
     except (OSError, UnicodeDecodeError, MemoryFileError):
         return ""
-    return content_hash(str(meta.get("type", "")), str(meta.get("l0", "")), meta.get("tags") or [],
-                        meta.get("related") or [], split.body)
+    return content_hash(
+        str(meta.get("type", "")),
+        str(meta.get("l0", "")),
+        meta.get("tags") or [],
+        meta.get("related") or [],
+        split.body,
+    )
 
 
 def _fields(draft: Draft, version: int) -> dict[str, Any]:
     now = utc_now()
     fields: dict[str, Any] = {
-        "id": draft.id, "type": draft.type, "l0": " ".join(draft.l0.split()), "importance": draft.importance,
-        "tags": list(draft.tags), "related": list(draft.related),
-        "created": draft.created or now.date(), "modified": now, "version": version,
+        "id": draft.id,
+        "type": draft.type,
+        "l0": " ".join(draft.l0.split()),
+        "importance": draft.importance,
+        "tags": list(draft.tags),
+        "related": list(draft.related),
+        "created": draft.created or now.date(),
+        "modified": now,
+        "version": version,
     }
     if draft.always_load:
         fields["always_load"] = True

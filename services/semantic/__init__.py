@@ -7,10 +7,21 @@
 - ``scorer``: ``EmbeddingScorer``, cosine fused with keyword overlap;
 - ``intents``: ``PrototypeClassifier``, nearest-prototype intent on embeddings.
 """
+
 from .intents import PrototypeClassifier
 from .models import LEXICAL, WORDLLAMA, ModelError, SemanticModel, WordLlamaModel, load_model
 from .scorer import EmbeddingScorer
 from .vectors import VectorIndex, embed_text
 
-__all__ = ["LEXICAL", "WORDLLAMA", "ModelError", "SemanticModel", "WordLlamaModel", "load_model",
-           "EmbeddingScorer", "PrototypeClassifier", "VectorIndex", "embed_text"]
+__all__ = [
+    "LEXICAL",
+    "WORDLLAMA",
+    "ModelError",
+    "SemanticModel",
+    "WordLlamaModel",
+    "load_model",
+    "EmbeddingScorer",
+    "PrototypeClassifier",
+    "VectorIndex",
+    "embed_text",
+]

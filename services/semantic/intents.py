@@ -8,6 +8,7 @@ examples by ``MIN_MARGIN``. The examples below are not the labelled test queries
 (tests/fixtures/intent_queries.tsv), so the reported accuracy is not
 measured on the classifier's own examples.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,41 +16,65 @@ import numpy as np
 from .models import SemanticModel
 
 TOP = 3
-MIN_SIMILARITY = 0.33         # static embeddings are dominated by topic words: similarities are low
-MIN_MARGIN = 0.1              # ... so an intent must beat every other intent's examples clearly
+MIN_SIMILARITY = 0.33  # static embeddings are dominated by topic words: similarities are low
+MIN_MARGIN = 0.1  # ... so an intent must beat every other intent's examples clearly
 
 PROTOTYPES: dict[str, tuple[str, ...]] = {
     "debug": (
-        "the build is broken after the upgrade", "tests started failing on main",
-        "the server returns a 500 internal error", "memory leak in the worker process",
-        "login times out for some users", "the app freezes on startup",
-        "stack trace null pointer in the parser", "deploy rolled back because of a regression",
-        "sync stopped working yesterday", "the page renders blank in production",
-        "segfault when loading the plugin", "the query is suddenly very slow",
+        "the build is broken after the upgrade",
+        "tests started failing on main",
+        "the server returns a 500 internal error",
+        "memory leak in the worker process",
+        "login times out for some users",
+        "the app freezes on startup",
+        "stack trace null pointer in the parser",
+        "deploy rolled back because of a regression",
+        "sync stopped working yesterday",
+        "the page renders blank in production",
+        "segfault when loading the plugin",
+        "the query is suddenly very slow",
     ),
     "brainstorm": (
-        "ideas for the next release", "ways to make onboarding easier",
-        "what could we try to grow usage", "possible directions for the roadmap",
-        "alternatives to our current database", "how might we redesign the dashboard",
-        "features users might love", "explore new pricing models",
-        "creative names for the project", "options to cut infrastructure cost",
-        "let's think about a better workflow", "what would an ideal setup look like",
+        "ideas for the next release",
+        "ways to make onboarding easier",
+        "what could we try to grow usage",
+        "possible directions for the roadmap",
+        "alternatives to our current database",
+        "how might we redesign the dashboard",
+        "features users might love",
+        "explore new pricing models",
+        "creative names for the project",
+        "options to cut infrastructure cost",
+        "let's think about a better workflow",
+        "what would an ideal setup look like",
     ),
     "recall": (
-        "when did we switch to postgres", "who decided to drop the mobile app",
-        "what did we agree on in the last meeting", "the reason we chose this vendor",
-        "what happened at the offsite", "when was the migration finished",
-        "what did she say about the trip", "where did we go on vacation last year",
-        "the decision about billing", "what was discussed with the client",
-        "how did the launch go", "what did he buy for his daughter",
+        "when did we switch to postgres",
+        "who decided to drop the mobile app",
+        "what did we agree on in the last meeting",
+        "the reason we chose this vendor",
+        "what happened at the offsite",
+        "when was the migration finished",
+        "what did she say about the trip",
+        "where did we go on vacation last year",
+        "the decision about billing",
+        "what was discussed with the client",
+        "how did the launch go",
+        "what did he buy for his daughter",
     ),
     "default": (
-        "postgres connection pool settings", "docker compose file for the api",
-        "python virtual environment setup", "keyboard shortcuts for the editor",
-        "how to configure the proxy", "markdown table syntax",
-        "overview of the billing service", "api authentication tokens",
-        "project structure and modules", "list of team members and roles",
-        "how does the cache work", "coding style guide",
+        "postgres connection pool settings",
+        "docker compose file for the api",
+        "python virtual environment setup",
+        "keyboard shortcuts for the editor",
+        "how to configure the proxy",
+        "markdown table syntax",
+        "overview of the billing service",
+        "api authentication tokens",
+        "project structure and modules",
+        "list of team members and roles",
+        "how does the cache work",
+        "coding style guide",
     ),
 }
 
@@ -67,15 +92,16 @@ class PrototypeClassifier:
                 self.labels.append(intent)
                 self.examples.append(example)
         self.matrix = model.embed(self.examples)
-        self._by_intent = {intent: np.array([i for i, lab in enumerate(self.labels) if lab == intent])
-                           for intent in table}
+        self._by_intent = {
+            intent: np.array([i for i, lab in enumerate(self.labels) if lab == intent]) for intent in table
+        }
 
     def scores(self, query: str) -> dict[str, tuple[float, int]]:
         """Per intent: mean similarity of its ``TOP`` nearest examples, and the index of the nearest."""
         vector = self.model.embed([query])[0]
         if not np.any(vector):
             return {}
-        sims = np.einsum("ij,j->i", self.matrix, vector)   # no BLAS threads (see vectors._dot)
+        sims = np.einsum("ij,j->i", self.matrix, vector)  # no BLAS threads (see vectors._dot)
         out: dict[str, tuple[float, int]] = {}
         for intent, rows in self._by_intent.items():
             values = sims[rows]

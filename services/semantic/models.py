@@ -17,20 +17,22 @@
 ``load_model(setting)`` returns ``None`` for ``lexical`` (keyword overlap, no
 model).
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
 WORDLLAMA = "wordllama"
 LEXICAL = "lexical"
-MAX_TOKENS = 512            # tokens pooled per text: a memory's opening carries its topic
-BPE_CACHE_WORDS = 0         # tokenizer word cache (see WordLlamaModel.__init__)
+MAX_TOKENS = 512  # tokens pooled per text: a memory's opening carries its topic
+BPE_CACHE_WORDS = 0  # tokenizer word cache (see WordLlamaModel.__init__)
 MAX_CHARS = 4 * MAX_TOKENS  # characters tokenised per text (about MAX_TOKENS tokens of English)
 _WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
 _WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
@@ -44,7 +46,7 @@ class ModelError(ValueError):
 class SemanticModel(Protocol):
     """Anything that turns texts into unit-length vectors of a fixed size."""
 
-    name: str           # stable: part of the cache key (a different name rebuilds the cache)
+    name: str  # stable: part of the cache key (a different name rebuilds the cache)
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
@@ -79,7 +81,7 @@ class WordLlamaModel:
     def __init__(self, package_dir: Path | None = None) -> None:
         try:
             from tokenizers import Tokenizer
-        except ImportError as exc:   # pragma: no cover - a dependency of the project
+        except ImportError as exc:  # pragma: no cover - a dependency of the project
             raise ModelError("semantic.model 'wordllama' needs the 'tokenizers' package") from exc
         if package_dir is None:
             try:
@@ -130,8 +132,10 @@ class SentenceTransformersModel:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelError("semantic.model 'sentence-transformers:...' needs the sentence-transformers "
-                             "package (pip install sentence-transformers)") from exc
+            raise ModelError(
+                "semantic.model 'sentence-transformers:...' needs the sentence-transformers "
+                "package (pip install sentence-transformers)"
+            ) from exc
         self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self.name = f"sentence-transformers:{folder.name}"
@@ -139,8 +143,7 @@ class SentenceTransformersModel:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        rows = np.asarray(self._model.encode(list(texts), batch_size=64, show_progress_bar=False),
-                          dtype=np.float32)
+        rows = np.asarray(self._model.encode(list(texts), batch_size=64, show_progress_bar=False), dtype=np.float32)
         return _normalise(rows)
 
 
@@ -151,10 +154,10 @@ class FastEmbedModel:
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
-            raise ModelError("semantic.model 'fastembed:...' needs the fastembed package "
-                             "(pip install fastembed)") from exc
-        self._model = TextEmbedding(model_name=folder.name, specific_model_path=str(folder),
-                                    local_files_only=True)
+            raise ModelError(
+                "semantic.model 'fastembed:...' needs the fastembed package (pip install fastembed)"
+            ) from exc
+        self._model = TextEmbedding(model_name=folder.name, specific_model_path=str(folder), local_files_only=True)
         probe = np.asarray(next(iter(self._model.embed(["probe"]))), dtype=np.float32)
         self.dim = int(probe.shape[0])
         self.name = f"fastembed:{folder.name}"
@@ -184,15 +187,19 @@ def load_model(setting: object) -> SemanticModel | None:
     kind, sep, location = value.partition(":")
     loader = _LOCAL.get(kind.strip().lower())
     if not sep or loader is None:
-        raise ModelError(f"semantic.model {value!r} is not one of: wordllama, lexical, "
-                         "fastembed:<folder>, sentence-transformers:<folder>")
+        raise ModelError(
+            f"semantic.model {value!r} is not one of: wordllama, lexical, "
+            "fastembed:<folder>, sentence-transformers:<folder>"
+        )
     folder = Path(location.strip()).expanduser()
     if not folder.is_dir():
-        raise ModelError(f"semantic.model {value!r}: folder {folder} does not exist "
-                         "(local models load from disk only; nothing is downloaded)")
+        raise ModelError(
+            f"semantic.model {value!r}: folder {folder} does not exist "
+            "(local models load from disk only; nothing is downloaded)"
+        )
     try:
         return loader(folder)
     except ModelError:
         raise
-    except Exception as exc:     # a broken local model folder: say so instead of crashing the engine
+    except Exception as exc:  # a broken local model folder: say so instead of crashing the engine
         raise ModelError(f"semantic.model {value!r}: could not load the model from {folder}: {exc}") from exc

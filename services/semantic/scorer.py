@@ -12,9 +12,10 @@ Keyword overlap (``KeywordOverlapScorer``) stays in: exact names and
 numbers are what static embeddings blur. The shares were chosen on LoCoMo
 dev (docs/engine.md#tuning).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -21,6 +21,7 @@ slower in numpy), one row per memory id. Updates write rows in place or
 swap in a grown matrix, so a query running beside one writer reads either
 the old or the new state of a row, never a torn index.
 """
+
 from __future__ import annotations
 
 import io
@@ -28,8 +29,8 @@ import json
 import logging
 import re
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -70,11 +71,14 @@ class VectorIndex:
         self.folder = Path(state_dir) / CACHE_FOLDER if state_dir is not None else None
         # (matrix, ids, row_of): swapped as one tuple so readers never see a torn state
         self._state: tuple[np.ndarray, list[str | None], dict[str, int]] = (
-            np.zeros((0, model.dim), dtype=np.float32), [], {})
-        self._checksum: dict[str, str] = {}          # memory id -> checksum of its row
+            np.zeros((0, model.dim), dtype=np.float32),
+            [],
+            {},
+        )
+        self._checksum: dict[str, str] = {}  # memory id -> checksum of its row
         self._by_checksum: dict[str, np.ndarray] = {}  # disk cache, consumed by sync
-        self.embedded = 0                             # rows computed (not from cache) since creation
-        self._dirty = 0                               # rows changed since the cache file was written
+        self.embedded = 0  # rows computed (not from cache) since creation
+        self._dirty = 0  # rows changed since the cache file was written
         self._saved_at = time.monotonic()
         self.cache_problem: str | None = None
 
@@ -100,8 +104,12 @@ class VectorIndex:
             meta = json.loads(paths[1].read_text(encoding="utf-8"))
             rows = np.load(paths[0], allow_pickle=False)
             checksums = meta["checksums"]
-            if (meta.get("version") != CACHE_VERSION or meta.get("model") != self.model.name
-                    or rows.dtype != np.float16 or rows.shape != (len(checksums), self.model.dim)):
+            if (
+                meta.get("version") != CACHE_VERSION
+                or meta.get("model") != self.model.name
+                or rows.dtype != np.float16
+                or rows.shape != (len(checksums), self.model.dim)
+            ):
                 raise ValueError("cache does not match the model")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self.cache_problem = f"embedding cache ignored and rebuilt: {exc}"
@@ -119,17 +127,21 @@ class VectorIndex:
         matrix, ids, row_of = self._state
         live = [(mid, row) for mid, row in row_of.items() if mid in self._checksum]
         rows = np.empty((len(live), self.model.dim), dtype=np.float16)
-        for start in range(0, len(live), 2048):          # converted in slices: no float32 copy of all rows
-            part = live[start:start + 2048]
-            rows[start:start + len(part)] = matrix[[r for _, r in part]]
+        for start in range(0, len(live), 2048):  # converted in slices: no float32 copy of all rows
+            part = live[start : start + 2048]
+            rows[start : start + len(part)] = matrix[[r for _, r in part]]
         buffer = io.BytesIO()
         np.save(buffer, rows, allow_pickle=False)
-        meta = {"version": CACHE_VERSION, "model": self.model.name, "dim": self.model.dim,
-                "checksums": [self._checksum[mid] for mid, _ in live]}
+        meta = {
+            "version": CACHE_VERSION,
+            "model": self.model.name,
+            "dim": self.model.dim,
+            "checksums": [self._checksum[mid] for mid, _ in live],
+        }
         try:
             atomic_write_bytes(paths[0], buffer.getbuffer())
             atomic_write_bytes(paths[1], json.dumps(meta).encode("utf-8"))
-        except OSError as exc:     # a cache that cannot be written only costs time at the next start
+        except OSError as exc:  # a cache that cannot be written only costs time at the next start
             log.warning("could not write the embedding cache %s: %s", paths[0], exc)
 
     # --- keeping rows in step with the store ------------------------------------
@@ -162,8 +174,9 @@ class VectorIndex:
         if self._dirty:
             self.save()
 
-    def _apply(self, memories: Sequence[Memory], removed: Iterable[str], cached: dict[str, np.ndarray],
-               save: bool) -> int:
+    def _apply(
+        self, memories: Sequence[Memory], removed: Iterable[str], cached: dict[str, np.ndarray], save: bool
+    ) -> int:
         matrix, ids, row_of = self._state
         ids = list(ids)
         row_of = dict(row_of)
@@ -178,13 +191,13 @@ class VectorIndex:
         if not todo and not removed:
             return 0
         free = [i for i, mid in enumerate(ids) if mid is None]
-        free.reverse()                                  # pop() from the end takes the lowest free row
+        free.reverse()  # pop() from the end takes the lowest free row
         new_rows = sum(1 for m in todo if m.id not in row_of)
         if new_rows > len(free):
             grow = new_rows - len(free)
             capacity = max(len(ids) + grow, int(len(ids) * 1.25) + 16)
             bigger = np.zeros((capacity, self.model.dim), dtype=np.float32)
-            bigger[:len(ids)] = matrix[:len(ids)]
+            bigger[: len(ids)] = matrix[: len(ids)]
             free = list(range(capacity - 1, len(ids) - 1, -1)) + free
             ids.extend([None] * (capacity - len(ids)))
             matrix = bigger
@@ -205,7 +218,7 @@ class VectorIndex:
             self._checksum[memory.id] = memory.checksum
         # written straight into the matrix, one batch at a time (no full-size temporary)
         for start in range(0, len(missing), EMBED_BATCH):
-            chunk = missing[start:start + EMBED_BATCH]
+            chunk = missing[start : start + EMBED_BATCH]
             matrix[[rows[i] for i in chunk]] = self.model.embed([embed_text(todo[i]) for i in chunk])
         self.embedded += len(missing)
         for row in freed:
