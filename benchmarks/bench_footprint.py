@@ -79,10 +79,10 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
     ("index", "doc", "posting cache (BM25F arrays)"),
     ("index", "docnum", "posting cache (BM25F arrays)"),
     ("index", "*", "Whoosh index (checksums, searchers)"),
-    ("engine", "block_tokens", "token-count / heading caches"),
-    ("engine", "catalog_tokens", "token-count / heading caches"),
-    ("engine", "heading_tokens", "token-count / heading caches"),
-    ("engine", "note_served", "token-count / heading caches"),
+    ("derived", "block_tokens", "token-count / heading caches"),  # services/engine/derived.py
+    ("derived", "catalog_tokens", "token-count / heading caches"),
+    ("derived", "heading_tokens", "token-count / heading caches"),
+    ("facade", "note_served", "token-count / heading caches"),  # services/engine/facade.py
     ("graph", "*", "link graph"),
     ("communities", "*", "communities"),
     ("governance", "*", "governance report cache"),
@@ -95,7 +95,10 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
     ("workspace", "*", "store (parsed memories)"),
     ("store", "*", "store (parsed memories)"),
     ("model", "*", "store (parsed memories)"),
-    ("engine", "*", "store (parsed memories)"),
+    ("lifecycle", "*", "store (parsed memories)"),  # services/engine/: load, cold build
+    ("changes", "*", "store (parsed memories)"),
+    ("state", "*", "store (parsed memories)"),
+    ("facade", "*", "store (parsed memories)"),
     ("config", "*", "config"),
     ("query", "*", "query path (other)"),
     ("signals", "*", "query path (other)"),
@@ -118,7 +121,7 @@ TIME_COMPONENTS: list[tuple[str, str]] = [
     ("sqlite3", "access log (SQLite)"),
     ("services/intent.py", "intent + expansion"),
     ("services/query.py", "query (candidates, tiers)"),
-    ("services/engine.py", "engine caches"),
+    ("services/engine/", "engine caches"),
 ]
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from .atomic import atomic_write_bytes
 from .credentials import APP_DIRNAME, state_home
-from .model import Memory
+from .model import InvalidFile, Memory
 from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def load(state: Path, fp: str) -> dict[str, Memory]:
     return entries
 
 
-def save(state: Path, fp: str, memories: Iterable[Memory]) -> bool:
+def save(state: Path, fp: str, memories: Iterable[Memory | InvalidFile]) -> bool:
     """Write the cache (signed, replaced atomically); False when it could not be."""
     key = _key(create=True)
     if key is None:

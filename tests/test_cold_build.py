@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from ctxos.client.commands.daemon_cmds import format_status
 from ctxos.client.progress import ProgressDisplay
-from ctxos.services import engine as engine_module
 from ctxos.services.engine import Engine
+from ctxos.services.engine import lifecycle as engine_lifecycle
 from daemon_helpers import memory_text, start_daemon
 
 
@@ -29,8 +29,8 @@ def _files(n: int) -> dict[str, str]:
 
 
 def test_cold_build_answers_from_the_first_chunks_and_reports_progress(make_workspace, monkeypatch) -> None:
-    monkeypatch.setattr(engine_module, "COLD_FIRST_CHUNK", 40)
-    monkeypatch.setattr(engine_module, "COLD_MAX_CHUNK", 100)
+    monkeypatch.setattr(engine_lifecycle, "COLD_FIRST_CHUNK", 40)
+    monkeypatch.setattr(engine_lifecycle, "COLD_MAX_CHUNK", 100)
     root = make_workspace(_files(300))
     engine = Engine(root)
     seen, answers = [], []

@@ -1,0 +1,211 @@
+"""State the query path derives from the store, cached per store generation.
+
+The link graph, the community map, the pinned / important / recent lists and
+token counts are rebuilt from a snapshot of the store when its generation
+moves on, and swapped in with one assignment, so queries may read them beside
+the one writer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Mapping
+from datetime import UTC
+
+from ..graph import LinkGraph, build_graph
+from ..index import analyze, heading_text
+from ..model import Memory
+from ..render import catalog_line, memory_block
+from ..semantic import PrototypeClassifier
+from .state import EngineState
+
+log = logging.getLogger(__name__)
+
+TOKEN_CACHE_MAX = 200_000
+WARM_LIST_SIZE = 64  # warm_query_caches: important/recent lists this long (queries ask for <= 40)
+
+
+def _changed_at(memory: Memory) -> float:
+    """When a memory last changed: its ``modified`` field, else the file's mtime (seconds)."""
+    when = memory.modified
+    if when is not None:
+        try:
+            return when.timestamp() if when.tzinfo else when.replace(tzinfo=UTC).timestamp()
+        except (OverflowError, ValueError, OSError):
+            pass
+    return float(memory.mtime or 0.0)
+
+
+class DerivedState(EngineState):
+    """The graph, communities, candidate lists and token counts the query path reads."""
+
+    def graph(self, *, stale_ok: bool = False) -> LinkGraph:
+        """The link graph for the current store (rebuilt lazily after changes).
+
+        ``stale_ok`` (the query path passes it) with ``allow_stale_graph``
+        (the daemon sets it): a graph built for an older generation is served
+        as is, and the owner calls ``refresh_graph()`` off the query path
+        after each change batch. A query then never pays for the rebuild, at
+        the price of neighbours and authority lagging a change by one refresh
+        (BM25 and the memories themselves are always current, and ids the
+        store no longer holds are skipped). Every other caller (communities,
+        graph views, governance) gets the current graph.
+        """
+        cached = self._graph
+        if cached is not None and (cached[0] == self._generation or (stale_ok and self.allow_stale_graph)):
+            return cached[1]
+        return self.refresh_graph()
+
+    def graph_is_stale(self) -> bool:
+        """True when the cached graph (if any) predates the last change."""
+        cached = self._graph
+        return cached is None or cached[0] != self._generation
+
+    def refresh_graph(self) -> LinkGraph:
+        """Build the graph for the current generation unless it is already built; return it.
+
+        Safe beside queries and one writer: it builds from a snapshot of the
+        store and swaps the cached tuple in one assignment. The community map
+        read from disk (when no one set one) follows the same generation.
+        """
+        cached = self._graph
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        with self._derived_lock:
+            cached = self._graph
+            generation = self._generation
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+            min_shared = int(self.config.get("graph.implicit_edge_min_shared_tags", 2) or 0)
+            graph = build_graph(list(self.store.memories.values()), self.store.resolve_link, min_shared_tags=min_shared)
+            self._graph = (generation, graph)
+        if self.allow_stale_graph and self._community_override is None:
+            self._load_communities()
+        return graph
+
+    def pinned_ids(self) -> list[str]:
+        """Rules and always_load memories: always candidates, rendered first."""
+        cached = self._pinned
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        generation = self._generation
+        ids = sorted(m.id for m in list(self.store.memories.values()) if m.type == "rule" or m.always_load)
+        self._pinned = (generation, ids)
+        return ids
+
+    def important_ids(self, limit: int) -> list[str]:
+        """The ``limit`` most important memories (then most recent), candidates for every query.
+
+        Seed §4.2: high-importance memories are loaded even when less directly
+        relevant; the composite still decides whether they earn a place.
+        """
+        if limit <= 0:
+            return []
+        cached = self._important
+        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
+            generation = self._generation
+            memories = [
+                m
+                for m in list(self.store.memories.values())
+                if m.type != "rule" and not m.always_load and m.importance > 0
+            ]
+            best = heapq.nsmallest(max(limit, 32), memories, key=lambda m: (-m.importance, -(m.mtime or 0.0), m.id))
+            cached = (generation, [m.id for m in best])
+            self._important = cached
+        return cached[1][:limit]
+
+    def warm_query_caches(self) -> None:
+        """Compute the per-generation lists every query needs (pinned, important, recent) now.
+
+        Each is a pass over every memory (~50-100 ms at 10,000 on a busy machine);
+        the daemon calls this off the query path after each change batch, so the
+        first query after an editor's save does not pay for it.
+        """
+        self.pinned_ids()
+        self.important_ids(WARM_LIST_SIZE)
+        self.recent_ids(WARM_LIST_SIZE)
+
+    def recent_ids(self, limit: int) -> list[str]:
+        """The ``limit`` most recently changed memories (for the catalog), cached per generation."""
+        if limit <= 0:
+            return []
+        cached = self._recent
+        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
+            generation = self._generation
+            memories = [m for m in list(self.store.memories.values()) if m.type != "rule" and not m.always_load]
+            newest = heapq.nsmallest(max(limit, 64), memories, key=lambda m: (-_changed_at(m), m.id))
+            cached = (generation, [m.id for m in newest])
+            self._recent = cached
+        return cached[1][:limit]
+
+    def intent_classifier(self) -> PrototypeClassifier | None:
+        """Nearest-prototype intent classifier on the current embeddings (None without a model)."""
+        if self.vectors is None:
+            return None
+        classifier = self._classifier
+        if classifier is None or classifier.model is not self.vectors.model:
+            classifier = PrototypeClassifier(self.vectors.model)
+            self._classifier = classifier
+        return classifier
+
+    def set_community_of(self, mapping: Mapping[str, int] | None) -> None:
+        """Give the scorer a community map (the communities module / daemon calls this)."""
+        self._community_override = mapping
+
+    def community_of(self, *, stale_ok: bool = False) -> Mapping[str, int] | None:
+        """Community per memory id, for the +community_bonus graph signal; None when unknown.
+
+        ``stale_ok``: as for ``graph()``, the map read for an older generation
+        may be served (``refresh_graph`` re-reads it).
+        """
+        if self._community_override is not None:
+            return self._community_override
+        cached = self._communities
+        if cached is not None and (cached[0] == self._generation or (stale_ok and self.allow_stale_graph)):
+            return cached[1]
+        return self._load_communities()
+
+    def _load_communities(self) -> Mapping[str, int] | None:
+        generation = self._generation
+        mapping: Mapping[str, int] | None = None
+        try:
+            from ..communities import load_communities
+
+            cmap = load_communities(self.root)
+            mapping = cmap.community_of() if cmap is not None else None
+        except Exception as exc:  # a damaged cache file must not break queries
+            log.warning("communities unavailable: %s", exc)
+        self._communities = (generation, mapping)
+        return mapping
+
+    def catalog_tokens(self, memory: Memory) -> int:
+        """Tokens of a memory's catalog line (cached like ``block_tokens``)."""
+        key = (memory.id, memory.checksum, "catalog")
+        value = self._token_cache.get(key)
+        if value is None:
+            value = self.counter.count(catalog_line(memory))
+            self._token_cache[key] = value
+        return value
+
+    def heading_tokens(self, memory: Memory) -> frozenset[str]:
+        """Analysed tokens of a memory's summary line, title, id and tags (cached per checksum)."""
+        key = (memory.id, memory.checksum)
+        value = self._heading_cache.get(key)
+        if value is None:
+            if len(self._heading_cache) > TOKEN_CACHE_MAX:
+                self._heading_cache = {}
+            value = frozenset(analyze(heading_text(memory) + "\n" + " ".join(memory.tags)))
+            self._heading_cache[key] = value
+        return value
+
+    def block_tokens(self, memory: Memory, tier: str) -> int:
+        """Tokens of a memory's rendered block at a tier (cached per checksum and counter)."""
+        key = (memory.id, memory.checksum, tier)
+        value = self._token_cache.get(key)
+        if value is None:
+            if len(self._token_cache) > TOKEN_CACHE_MAX:
+                self._token_cache = {}
+            value = self.counter.count(memory_block(memory, tier))
+            self._token_cache[key] = value
+        return value

@@ -1,0 +1,256 @@
+"""Loading a workspace into an engine, re-reading its config, rebuilding and closing it.
+
+- ``load`` scans every file, opens the index (recreating it when it is missing,
+  corrupt or of an older schema) and indexes only what differs; a warm start
+  takes unchanged files from the parse cache, a cold build indexes in chunks
+  so queries are answered while it runs;
+- ``reload_config`` re-reads ``_config.yaml`` and keeps the last good one;
+- ``rebuild_index`` rescans and rebuilds the index from scratch;
+- ``close`` flushes the embeddings and releases the index, log and history.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+
+from .. import parse_cache, writes
+from ..access_log import AccessLog
+from ..config import Config, load_config
+from ..index import MemoryIndex
+from ..model import InvalidFile, Memory
+from ..progress import EMBEDDING, INDEXING, READING, WRITING, Progress
+from ..semantic import EmbeddingScorer, ModelError, VectorIndex, load_model
+from ..signals import KeywordOverlapScorer
+from ..store import MemoryStore
+from ..tokens import default_counter, get_counter
+from ..workspace import iter_memory_paths, load_memories, scan_workspace, state_dir
+from ..write_gate import remove_orphan_temps
+from .state import EngineState
+from .summary import ChangeSummary
+
+log = logging.getLogger(__name__)
+
+# A cold build reads and indexes in chunks, committing each, so queries find the files
+# indexed so far: a small first chunk (answers within a second or two), then doubling
+# (few segments: 500, 1,000, 2,000, 4,000, 4,000 ... at 10,000 memories).
+COLD_FIRST_CHUNK = 500
+COLD_MAX_CHUNK = 4_000
+
+
+class Lifecycle(EngineState):
+    """Load, reload the config, rebuild and close (the parts that replace the store whole)."""
+
+    def load(self) -> ChangeSummary:
+        """Read config, scan files, open (or recover) the index, index what differs."""
+        self.reload_config()
+        self.state_dir = state_dir(self.root)
+        if self.history is None:  # every write from here on becomes a commit or a journal entry
+            from ..history import install
+
+            self.history = install(self.root, lambda: self.config)
+        try:
+            with writes.write_lock(self.root):
+                self.removed_temp_files = remove_orphan_temps(self.root)
+        except OSError as exc:
+            log.warning("could not clean orphaned temp files: %s", exc)
+        if self.removed_temp_files:
+            log.info(
+                "removed %d orphaned temp file(s) left by a crash: %s",
+                len(self.removed_temp_files),
+                ", ".join(self.removed_temp_files[:10]),
+            )
+        if self.index is None:
+            self.index = MemoryIndex(self.state_dir / "index")
+        fresh = self.index.open()
+        summary = ChangeSummary(index_recovered=self.index.recovered)
+        if self.access_log is None:
+            self.access_log = AccessLog(self.state_dir, float(self.config.get("access_log.frequency_window_days", 30)))
+        self.access_log.open()
+        try:
+            if fresh:
+                self._cold_build(summary)
+            else:
+                self.store = MemoryStore.from_items(self._scan_reusing_cache())
+                self._bump()
+                summary = self._sync_index(summary)
+            summary.invalid = self.store.invalid_files()
+            self._configure_semantic()
+            if self.vectors is not None:
+                current = self.progress
+                self._set_progress(
+                    Progress(
+                        current.job if current else "load",
+                        EMBEDDING,
+                        0,
+                        len(self.store),
+                        partial=fresh,
+                        started=current.started if current else time.time(),
+                    )
+                )
+                self.vectors.sync(list(self.store.memories.values()))
+        finally:
+            self._set_progress(None)
+        self._loaded = True
+        return summary
+
+    def _scan_reusing_cache(self) -> list[Memory | InvalidFile]:
+        """Every file, parsed, except those the parse cache still describes (a warm start's main saving).
+
+        The cache is rewritten when anything was parsed afresh, so the next
+        start re-parses only what changes from now on.
+        """
+        state = self._require_state_dir()
+        fp = parse_cache.fingerprint(self.config.data)
+        cached = parse_cache.load(state, fp)
+        root = self.root
+
+        def reuse(rel: str) -> Memory | None:
+            hit = cached.get(rel)
+            return hit if parse_cache.reusable(root, rel, hit) else None
+
+        items = scan_workspace(self.root, self.config, self._reporter("load", READING), reuse)
+        fresh = sum(1 for m in items if isinstance(m, Memory) and cached.get(m.rel_path) is not m)
+        if fresh or len(cached) != sum(1 for m in items if isinstance(m, Memory)):
+            parse_cache.save(state, fp, items)
+        self.parse_cache_hits = sum(1 for m in items if isinstance(m, Memory)) - fresh
+        return items
+
+    def _cold_build(self, summary: ChangeSummary) -> None:
+        """No usable index: read and index the files in growing chunks, one commit each.
+
+        Queries may run once the first chunk is committed (``_loaded`` is set
+        then, and ``Progress.partial`` tells the owner): they see the memories
+        indexed so far, and the store holds exactly those. Files are parsed by
+        ``parse_map`` (a process pool in the daemon: the next chunk is parsed
+        while this one is indexed) and put in the store in path order, so
+        duplicate ids resolve as in a full scan.
+        """
+        problems: list[InvalidFile] = []
+        paths = list(iter_memory_paths(self.root, problems))
+        total = len(paths)
+        chunks: list[list[str]] = []
+        size, at = COLD_FIRST_CHUNK, 0
+        while at < total:
+            chunks.append(paths[at : at + size])
+            at += size
+            size = min(COLD_MAX_CHUNK, size * 2)
+        index = self._require_index()
+        store = MemoryStore()
+        self.store = store
+        self._bump()
+        started = Progress("cold build", INDEXING, 0, total)
+        self._set_progress(started)
+        done = 0
+        parse = functools.partial(load_memories, self.root, config=self.config)
+        parsed: list[Memory | InvalidFile] = []
+        for chunk, items in zip(chunks, self.parse_map(parse, chunks)):
+            parsed += items
+            changed = store.add_items(items)
+            in_chunk = set(chunk)
+            fresh = [store.by_path[p] for p in chunk if p in store.by_path]
+            index.extend(fresh, self._reporter("cold build", INDEXING, total, done, partial=done > 0))
+            # Files of earlier chunks renamed by this one (a second Templates.md qualifies both names).
+            renamed = [m for m in map(store.get, changed) if m is not None and m.rel_path not in in_chunk]
+            if renamed:
+                index.update(renamed)
+            done += len(chunk)
+            self._bump()
+            self._loaded = True  # from the first committed chunk on, queries may run
+            self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
+        store.add_items(problems)
+        self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
+        parse_cache.save(self._require_state_dir(), parse_cache.fingerprint(self.config.data), parsed)
+        summary.updated = sorted(store.memories)
+        summary.paths = sorted(m.rel_path for m in store.memories.values())
+
+    def reload_config(self) -> None:
+        """Re-read ``_config.yaml`` (the counter and weights take effect on the next query)."""
+        fresh = load_config(self.root)
+        if not fresh.usable and self._config_ok:
+            # Fail closed: a typo must not replace the user's settings (a token, say) with defaults.
+            fresh = Config(self.config.data, error=f"{fresh.error}; keeping the last good configuration", usable=True)
+        else:
+            self._config_ok = self._config_ok or fresh.usable
+        self.config = fresh
+        self.problems = [self.config.error] if self.config.error else []
+        try:
+            counter = get_counter(self.config.get("tokens.counter", "heuristic"))
+        except ValueError as exc:
+            self.problems.append(f"{exc}; using the heuristic counter")
+            counter = default_counter()
+        if getattr(counter, "name", None) != getattr(self.counter, "name", None):
+            self._token_cache = {}
+        self.counter = counter
+        if self.access_log is not None:
+            self.access_log.window_days = float(self.config.get("access_log.frequency_window_days", 30))
+        if self.state_dir is not None and self._configure_semantic() and self.vectors is not None and self._loaded:
+            self.vectors.sync(list(self.store.memories.values()))
+        if self._semantic_problem:
+            self.problems.append(self._semantic_problem)
+        self._bump()
+
+    def _configure_semantic(self) -> bool:
+        """Load the ``semantic.model`` named in the config (once per setting); True when it changed.
+
+        The caller syncs the embeddings (``vectors.sync``) with the store.
+
+        A model that cannot be loaded is reported in ``problems`` and the
+        keyword-overlap signal is used instead (the engine keeps serving).
+        """
+        setting = str(self.config.get("semantic.model", "wordllama") or "wordllama").strip()
+        if setting == self._semantic_setting:
+            return False
+        self._semantic_setting = setting
+        self._semantic_problem = None
+        try:
+            model = load_model(setting)
+        except ModelError as exc:
+            model = None
+            self._semantic_problem = f"{exc}; using keyword overlap"
+            log.warning("%s", self._semantic_problem)
+        if model is None:
+            self.vectors = None
+            self.semantic = KeywordOverlapScorer()
+            return True
+        self.vectors = VectorIndex(model, self.state_dir)
+        self.semantic = EmbeddingScorer(self.vectors)
+        return True
+
+    def close(self) -> None:
+        if self.vectors is not None:
+            self.vectors.flush()
+        if self.history is not None:
+            from ..history import uninstall
+
+            uninstall(self.history)
+            self.history = None
+        if self.index is not None:
+            self.index.close()
+        if self.access_log is not None:
+            self.access_log.close()
+
+    def rebuild_index(self) -> ChangeSummary:
+        """Rescan every file and rebuild the index from scratch (one commit)."""
+        self._require_loaded()
+        try:
+            store = MemoryStore.from_items(scan_workspace(self.root, self.config, self._reporter("reindex", READING)))
+            self.store = store  # swapped whole: readers never see a half-filled store
+            self._bump()
+            total = len(store.memories)
+            self._require_index().rebuild(
+                list(store.memories.values()),
+                self._reporter("reindex", INDEXING, total),
+                lambda: self._reporter("reindex", WRITING, total)(total),
+            )
+            if self.vectors is not None:
+                self.vectors.sync(list(store.memories.values()))
+        finally:
+            self._set_progress(None)
+        self._bump()
+        return ChangeSummary(
+            updated=sorted(self.store.memories),
+            invalid=self.store.invalid_files(),
+            paths=sorted(m.rel_path for m in self.store.memories.values()),
+        )

@@ -1,0 +1,140 @@
+"""``EngineState``: what an engine holds for one workspace, and the helpers every part of it uses.
+
+The parts of ``Engine`` (lifecycle, change application, derived query state,
+the facade) are classes over this one: each reads and replaces these
+attributes, none keeps state of its own. Who may touch what from which
+thread is in the package docstring.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..access_log import AccessLog
+from ..config import Config
+from ..graph import LinkGraph
+from ..index import MemoryIndex
+from ..model import InvalidFile, Memory
+from ..progress import Progress, ProgressCallback
+from ..semantic import PrototypeClassifier, VectorIndex
+from ..signals import KeywordOverlapScorer, SemanticScorer
+from ..store import MemoryStore
+from ..tokens import TokenCounter, default_counter
+from .summary import ChangeSummary
+
+if TYPE_CHECKING:
+    from ..history import HistoryRecorder
+
+log = logging.getLogger(__name__)
+
+
+class EngineState:
+    """All state of one workspace's engine (see docs/ARCHITECTURE.md)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.config: Config = Config()
+        self._config_ok = False  # a _config.yaml that parsed and validated has been loaded
+        self.store = MemoryStore()
+        self.state_dir: Path | None = None
+        self.index: MemoryIndex | None = None
+        self.access_log: AccessLog | None = None
+        self.counter: TokenCounter = default_counter()
+        self.semantic: SemanticScorer = KeywordOverlapScorer()
+        self.vectors: VectorIndex | None = None  # embeddings (semantic.model), None for 'lexical'
+        self._semantic_setting: str | None = None
+        self._semantic_problem: str | None = None
+        self.problems: list[str] = []
+        self._generation = 0
+        self._derived_lock = threading.Lock()
+        self._graph: tuple[int, LinkGraph] | None = None
+        # The daemon sets this: queries then use the last built graph and the
+        # daemon calls refresh_graph() after each change batch (see graph()).
+        self.allow_stale_graph = False
+        self._pinned: tuple[int, list[str]] | None = None
+        self._important: tuple[int, list[str]] | None = None
+        self._recent: tuple[int, list[str]] | None = None
+        self._classifier: PrototypeClassifier | None = None
+        self._communities: tuple[int, Mapping[str, int] | None] | None = None
+        self._community_override: Mapping[str, int] | None = None
+        self._token_cache: dict[tuple[str, str, str], int] = {}
+        self._heading_cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._loaded = False
+        # (id, version) -> checksum of every version this engine served (get_memory,
+        # resources, context): expected_version alone then detects an unversioned edit.
+        self._served: dict[tuple[str, int], set[str]] = {}
+        self._served_lock = threading.Lock()
+        self.removed_temp_files: list[str] = []
+        self.history: HistoryRecorder | None = None  # the workspace's recorder once loaded (services/history)
+        # Long jobs (cold build, reindex): the current step, replaced whole (status reads it from
+        # another thread), and a callback for each new one (the CLI's bar, the daemon's readiness).
+        self.progress: Progress | None = None
+        self.on_progress: ProgressCallback | None = None
+        self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
+        # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
+        # process pool's ``map`` so parsing runs on another core while this thread indexes.
+        self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
+
+    def _set_progress(self, progress: Progress | None) -> None:
+        self.progress = progress
+        if progress is not None and self.on_progress is not None:
+            try:
+                self.on_progress(progress)
+            except Exception:  # noqa: BLE001 - a display must never break a build
+                log.exception("progress callback failed")
+
+    def _reporter(
+        self, job: str, phase: str, total: int | None = None, base: int = 0, partial: bool = False
+    ) -> Callable[..., None]:
+        """A ``progress(done[, total])`` callback that publishes ``Progress(job, phase, ...)``."""
+        current = self.progress
+        started = current.started if current is not None and current.job == job else time.time()
+
+        def report(done: int, of: int | None = None) -> None:
+            self._set_progress(
+                Progress(job, phase, base + done, of if of is not None else (total or 0), partial, started)
+            )
+
+        return report
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise RuntimeError("Engine.load() has not been called")
+
+    def _bump(self) -> None:
+        self._generation += 1
+
+    @property
+    def generation(self) -> int:
+        """Moves on with every change to the store: a key for caches derived from it."""
+        return self._generation
+
+    def _require_index(self) -> MemoryIndex:
+        """The open index (``load`` creates it; every caller runs after ``load``)."""
+        if self.index is None:
+            raise RuntimeError("Engine.load() has not been called")
+        return self.index
+
+    def _require_state_dir(self) -> Path:
+        """The workspace's ``.ctxos`` folder (``load`` sets it)."""
+        if self.state_dir is None:
+            raise RuntimeError("Engine.load() has not been called")
+        return self.state_dir
+
+    def _sync_index(self, summary: ChangeSummary) -> ChangeSummary:
+        """Make the index match the store: re-index differing checksums, drop stale paths."""
+        index = self._require_index()
+        indexed = index.checksums()
+        upserts = [m for m in self.store.memories.values() if not index.is_current(m)]
+        stale = [p for p in indexed if p not in self.store.by_path]
+        if upserts or stale:
+            index.update(upserts, stale)
+        summary.updated = sorted({*summary.updated, *(m.id for m in upserts)})
+        summary.paths = sorted({*summary.paths, *(m.rel_path for m in upserts), *stale})
+        summary.unchanged = len(self.store.memories) - len(upserts)
+        return summary
