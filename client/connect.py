@@ -28,6 +28,7 @@ import re
 import shutil
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -140,7 +141,7 @@ def config_path(
     home: Path | None = None,
     project: Path | None = None,
     platform: str | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
     """Where ``tool`` keeps its MCP servers for ``scope`` on this platform."""
     home = Path(home) if home else Path.home()
@@ -236,7 +237,7 @@ def plan_connect(
     home: Path | None = None,
     project: Path | None = None,
     platform: str | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ConnectPlan:
     """Validate a connect request and build the entry, snippet and target path.
 

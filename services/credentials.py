@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -54,14 +55,14 @@ class HttpAuth:
         return self.mode == "token"
 
 
-def state_home(env: dict[str, str] | None = None) -> Path:
+def state_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME`` (when absolute, as the XDG spec requires), else ``~/.local/state``."""
     env = os.environ if env is None else env
     value = env.get("XDG_STATE_HOME", "")
     return Path(value) if value and os.path.isabs(value) else Path.home() / ".local" / "state"
 
 
-def token_path(env: dict[str, str] | None = None) -> Path:
+def token_path(env: Mapping[str, str] | None = None) -> Path:
     """Where the per-user HTTP token lives."""
     return state_home(env) / APP_DIRNAME / TOKEN_FILENAME
 

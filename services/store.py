@@ -16,6 +16,7 @@ Ids and names are settled here so every consumer sees one answer:
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import re
 from collections import defaultdict
@@ -39,6 +40,9 @@ class MemoryStore:
     """Memories by id (``memories``) and by path (``by_path``), invalid files by path."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self.memories: dict[str, Memory] = {}
         self.by_path: dict[str, Memory] = {}
         self.invalid: dict[str, InvalidFile] = {}
@@ -63,7 +67,7 @@ class MemoryStore:
         items = list(self.memories.values())  # one-step copy: a writer thread may change the dict
         return sorted((m for m in items if kind is None or m.type == kind), key=lambda m: m.rel_path)
 
-    def invalid_files(self) -> list[InvalidFile]:
+    def invalid_files(self) -> builtins.list[InvalidFile]:
         return sorted(self.invalid.values(), key=lambda f: f.rel_path)
 
     def known_paths(self) -> set[str]:
@@ -115,7 +119,7 @@ class MemoryStore:
         return memory.id if memory is not None else None
 
     # --- changing ------------------------------------------------------------
-    def put(self, memory: Memory) -> list[str]:
+    def put(self, memory: Memory) -> builtins.list[str]:
         """Add or replace the memory at ``memory.rel_path``; return the ids whose entry changed."""
         rel = memory.rel_path
         changed = self.remove_path(rel)
@@ -129,12 +133,12 @@ class MemoryStore:
             changed += self._place(memory)
         return sorted(set(changed))
 
-    def put_invalid(self, invalid: InvalidFile) -> list[str]:
+    def put_invalid(self, invalid: InvalidFile) -> builtins.list[str]:
         changed = self.remove_path(invalid.rel_path)
         self.invalid[invalid.rel_path] = invalid
         return changed
 
-    def remove_path(self, rel_path: str) -> list[str]:
+    def remove_path(self, rel_path: str) -> builtins.list[str]:
         """Forget whatever is at ``rel_path``; promote a shadowed duplicate if its id is now free,
         and give the files that shared its stem their shorter names back."""
         self.invalid.pop(rel_path, None)
@@ -150,9 +154,9 @@ class MemoryStore:
                     del self._stems[stem]
         return changed
 
-    def remove_paths_under(self, rel_dir: str) -> list[str]:
+    def remove_paths_under(self, rel_dir: str) -> builtins.list[str]:
         prefix = rel_dir.rstrip("/") + "/"
-        changed: list[str] = []
+        changed: builtins.list[str] = []
         for path in [p for p in self.known_paths() if p.startswith(prefix)]:
             changed.extend(self.remove_path(path))
         return changed
@@ -164,7 +168,7 @@ class MemoryStore:
         running engine builds a new store with :meth:`from_items` and swaps
         the reference instead.
         """
-        self.__init__()
+        self._clear()
         items = list(items)
         named = [m for m in items if isinstance(m, Memory) and _named_by_path(m)]
         for memory in named:  # group stems first: each file is named once
@@ -189,22 +193,22 @@ class MemoryStore:
         store.replace_all(items)
         return store
 
-    def add_items(self, items: Iterable[Memory | InvalidFile]) -> list[str]:
+    def add_items(self, items: Iterable[Memory | InvalidFile]) -> builtins.list[str]:
         """``put`` / ``put_invalid`` each item in order (a cold build's chunk); the ids whose entry changed.
 
         Files named by their stem may rename files added earlier (``Templates``
         becomes ``Plugins.Templates`` once a second ``Templates.md`` arrives):
         their ids are among those returned.
         """
-        changed: list[str] = []
+        changed: builtins.list[str] = []
         for item in items:
             changed += self.put_invalid(item) if isinstance(item, InvalidFile) else self.put(item)
         return changed
 
     # --- internals -------------------------------------------------------------
-    def _rename_stem(self, stem: str) -> list[str]:
+    def _rename_stem(self, stem: str) -> builtins.list[str]:
         """(Re)name every file of a stem group; return the ids that changed."""
-        changed: list[str] = []
+        changed: builtins.list[str] = []
         for path, wanted in sorted(qualified_ids(self._stems[stem]).items()):
             current = self.by_path.get(path) or self._shadowed.get(path)
             if current is not None and current.id == wanted:
@@ -215,7 +219,7 @@ class MemoryStore:
             changed += self._place(parsed if parsed.id == wanted else dataclasses.replace(parsed, id=wanted))
         return changed
 
-    def _place(self, memory: Memory) -> list[str]:
+    def _place(self, memory: Memory) -> builtins.list[str]:
         owner = self.memories.get(memory.id)
         if owner is not None and owner.rel_path != memory.rel_path:
             self._shadowed[memory.rel_path] = memory
@@ -228,7 +232,7 @@ class MemoryStore:
         self._add(memory)
         return [memory.id]
 
-    def _unplace(self, rel_path: str) -> list[str]:
+    def _unplace(self, rel_path: str) -> builtins.list[str]:
         if self._shadowed.pop(rel_path, None) is not None:
             self.invalid.pop(rel_path, None)
             return []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,14 +47,14 @@ class RegistryError(ValueError):
     """The registry file is unusable, or a name/path was refused (the message says which and why)."""
 
 
-def config_home(env: dict[str, str] | None = None) -> Path:
+def config_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME`` (when absolute, as the XDG spec requires), else ``~/.config``."""
     env = os.environ if env is None else env
     value = env.get("XDG_CONFIG_HOME", "")
     return Path(value) if value and os.path.isabs(value) else Path.home() / ".config"
 
 
-def registry_path(env: dict[str, str] | None = None) -> Path:
+def registry_path(env: Mapping[str, str] | None = None) -> Path:
     return config_home(env) / APP_DIRNAME / REGISTRY_FILENAME
 
 
