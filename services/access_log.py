@@ -138,7 +138,9 @@ class AccessLog:
                     "INSERT INTO queries(ts, query, intent, budget, tokens_used) VALUES (?, ?, ?, ?, ?)",
                     (ts, query, intent, int(budget), int(tokens_used)),
                 )
-                query_id = int(cursor.lastrowid)
+                query_id = cursor.lastrowid
+                if query_id is None:  # sqlite3 sets it after every INSERT of one row
+                    raise sqlite3.OperationalError("the query row got no id")
                 conn.executemany(
                     "INSERT INTO loads(query_id, memory_id, tier, ts) VALUES (?, ?, ?, ?)",
                     [(query_id, mid, tier, ts) for mid, tier in loads],
@@ -215,7 +217,8 @@ class AccessLog:
 
     def efficiency(self, days: float | None = 14.0) -> float | None:
         """Mean tokens_used / budget over queries in the window; None when there were none."""
-        where, params = ("WHERE budget > 0", ())
+        where = "WHERE budget > 0"
+        params: tuple[float, ...] = ()
         if days is not None:
             where, params = ("WHERE budget > 0 AND ts >= ?", (time.time() - days * DAY_S,))
         with self._lock:

@@ -109,7 +109,7 @@ def canonical_edges(node_ids: Iterable[str], edges: Iterable[Edge]) -> tuple[lis
     best: dict[tuple[str, str], float] = {}
     for edge in edges:
         a, b = edge[0], edge[1]
-        weight = float(edge[2]) if len(edge) > 2 else 1.0  # type: ignore[misc]
+        weight = float(edge[2]) if len(edge) > 2 else 1.0
         if a == b or a not in known or b not in known or weight <= 0:
             continue
         key = (a, b) if a < b else (b, a)

@@ -24,7 +24,10 @@ def default_config_text() -> str:
 
 
 def default_config() -> dict[str, Any]:
-    return yaml.safe_load(default_config_text())
+    loaded = yaml.safe_load(default_config_text())
+    if not isinstance(loaded, dict):  # the packaged file is a mapping; say so if a build broke it
+        raise ValueError("default_config.yaml is not a mapping of settings")
+    return loaded
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -92,6 +92,7 @@ def build_graph(
     for memory in memories:
         folder = memory.rel_path.rpartition("/")[0]
         for target in memory.links:
+            resolved: str | None
             if target in known:
                 resolved = target
             else:

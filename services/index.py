@@ -36,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
@@ -57,6 +58,24 @@ COMMON_TERM_MIN_DOCS = 50  # ... but never below this many documents
 GENERATION_CHECK_S = 1.0  # readers look for other processes' commits at most this often
 POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
 PROGRESS_EVERY = 100  # rebuild / extend report progress this often (documents)
+
+
+class _Reader(Protocol):
+    def generation(self) -> int: ...
+
+
+class _Searcher(Protocol):
+    """The part of Whoosh's ``Searcher`` used here (whoosh-reloaded ships no type information)."""
+
+    def reader(self) -> _Reader: ...
+    def close(self) -> None: ...
+    def context(self) -> object: ...
+    def doc_count(self) -> int: ...
+    def doc_frequency(self, fieldname: str, text: str) -> int: ...
+    def idf(self, fieldname: str, text: str) -> float: ...
+    def document_number(self, *, path: str) -> int | None: ...
+    def stored_fields(self, docnum: int) -> dict[str, str]: ...
+
 
 _ANALYZER = StemmingAnalyzer()
 _ID_SPLIT_RE = re.compile(r"[-_.\s/]+")
@@ -320,7 +339,7 @@ class MemoryIndex:
             self._ids[memory.rel_path] = memory.id
 
     # --- reading -----------------------------------------------------------------
-    def _searcher(self):
+    def _searcher(self) -> _Searcher:
         """This thread's searcher, refreshed to the last committed generation.
 
         Whether a newer generation exists is asked of the index folder (a
@@ -329,7 +348,7 @@ class MemoryIndex:
         commit by another process); a query asks several times.
         """
         local = self._local
-        searcher = getattr(local, "searcher", None)
+        searcher: _Searcher | None = getattr(local, "searcher", None)
         now = time.monotonic()
         if searcher is None:
             searcher = self.ix.searcher()
@@ -421,9 +440,9 @@ class MemoryIndex:
         else:
             docs = []
             for path in dict.fromkeys(restrict_paths):
-                docnum = cache.docnum(searcher, path)
-                if docnum is not None:
-                    docs.append((docnum, *cache.doc(searcher, docnum)))
+                found = cache.docnum(searcher, path)
+                if found is not None:
+                    docs.append((found, *cache.doc(searcher, found)))
         if not docs:
             return []
         hits = []
@@ -440,7 +459,7 @@ class MemoryIndex:
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
-    def _posting_cache(self, searcher) -> _PostingCache:
+    def _posting_cache(self, searcher: _Searcher) -> _PostingCache:
         """The cache for the searcher's generation (a new, empty one after each commit)."""
         generation = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering
         cache = self._postings
@@ -450,7 +469,7 @@ class MemoryIndex:
         return cache
 
     @staticmethod
-    def _selective(searcher, queries) -> list[Term]:
+    def _selective(searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]]) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
         A word found in more than ``COMMON_TERM_SHARE`` of all memories has a
@@ -538,13 +557,13 @@ class _PostingCache:
 
     def __init__(self, generation: tuple[int, int]) -> None:
         self.generation = generation
-        self._terms: OrderedDict[tuple[str, str], tuple[array, array]] = OrderedDict()
+        self._terms: OrderedDict[tuple[str, str], tuple[array[int], array[float]]] = OrderedDict()
         self._size = 0
         self._docs: dict[int, tuple[str, str]] = {}
         self._paths: dict[str, int | None] = {}
         self._lock = threading.Lock()
 
-    def postings(self, searcher, fieldname: str, text: str) -> tuple[array, array]:
+    def postings(self, searcher: _Searcher, fieldname: str, text: str) -> tuple[array[int], array[float]]:
         key = (fieldname, text)
         entry = self._terms.get(key)
         if entry is not None:
@@ -570,7 +589,7 @@ class _PostingCache:
                     self._size -= len(old_ids)
         return entry
 
-    def docnum(self, searcher, path: str) -> int | None:
+    def docnum(self, searcher: _Searcher, path: str) -> int | None:
         """The document number of ``path`` in this generation (None when not indexed)."""
         try:
             return self._paths[path]
@@ -579,7 +598,7 @@ class _PostingCache:
             self._paths[path] = found
             return found
 
-    def doc(self, searcher, docnum: int) -> tuple[str, str]:
+    def doc(self, searcher: _Searcher, docnum: int) -> tuple[str, str]:
         """(id, path) of a document number in this generation."""
         found = self._docs.get(docnum)
         if found is None:

@@ -480,7 +480,8 @@ def _flow_item(value: Any) -> str:
 
 def _reads_back(doc: str, expected: Any) -> bool:
     try:
-        return yaml.safe_load(doc) == {"k": expected}
+        loaded: object = yaml.safe_load(doc)
+        return loaded == {"k": expected}
     except yaml.YAMLError:
         return False
 

@@ -24,6 +24,7 @@ signal's weighted share is reported and the shares sum to the score.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -155,7 +156,7 @@ def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float
         half_life = DEFAULT_HALF_LIFE_DAYS
     if half_life <= 0:
         return 0.0
-    return 0.5 ** (age_days / half_life)
+    return math.pow(0.5, age_days / half_life)
 
 
 def graph_signals(

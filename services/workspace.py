@@ -299,7 +299,7 @@ def scan_workspace(
     problems: list[InvalidFile] = []
     paths = list(iter_memory_paths(root, problems))
     for done, rel_path in enumerate(paths, 1):
-        loaded = reuse(rel_path) if reuse is not None else None
+        loaded: Memory | InvalidFile | None = reuse(rel_path) if reuse is not None else None
         if loaded is None:
             loaded = load_memory(root, rel_path, config)
         if loaded is not None:

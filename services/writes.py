@@ -20,7 +20,7 @@ import errno
 import fcntl
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -332,7 +332,7 @@ def save_memory(
         return SaveResult(existing.id if existing is not None else current.id, rel_path, saved.version, False)
 
 
-def _unfaithful_checker(tags: list[str] | bool, related: list[str] | bool):
+def _unfaithful_checker(tags: list[str] | bool, related: list[str] | bool) -> Callable[[Memory], None]:
     def check(memory: Memory) -> None:
         _refuse_unfaithful(
             memory, tags if isinstance(tags, list) else None, related if isinstance(related, list) else None
