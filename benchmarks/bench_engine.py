@@ -21,6 +21,8 @@ then the time and resident memory to load WordLlama and embed the largest
 workspace from scratch, and the nearest-neighbour search time.
 
     python benchmarks/bench_engine.py [--small] [--json PATH] [--part locomo|scale]
+
+A ``--part`` run replaces that part in the one results file and keeps the other.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from common import add_common_args, peak_rss_mb, percentile, print_table, write_results  # noqa: E402
+from common import RESULTS_DIR, add_common_args, peak_rss_mb, percentile, print_table, write_results  # noqa: E402
 from corpora import DATA_DIR, build_workspace  # noqa: E402
 from ctxos.services.engine import Engine  # noqa: E402
 
@@ -562,9 +564,21 @@ def main(argv: list[str] | None = None) -> int:
         results["locomo"] = run_locomo(args.small)
     if args.part in ("scale", "all"):
         results["scale"] = run_scale(args.small)
-    name = "engine" if args.part == "all" else f"engine-{args.part}"
-    write_results(name, results, args.json, small=args.small)
+    if args.part != "all":
+        # One file per benchmark: a partial run keeps the other part of the last full record.
+        results = {**_previous_parts(args.json, args.small), **results}
+    write_results("engine", results, args.json, small=args.small)
     return 0
+
+
+def _previous_parts(path: Path | None, small: bool) -> dict:
+    """``locomo`` and ``scale`` from the results file a run is about to replace (empty when absent)."""
+    path = path or RESULTS_DIR / ("engine-small.json" if small else "engine.json")
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: old[k] for k in ("locomo", "scale") if k in old}
 
 
 if __name__ == "__main__":

@@ -31,11 +31,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS_DIR, percentile, print_table, write_results  # noqa: E402
+from common import percentile, print_table, write_results  # noqa: E402
 from corpora import DATA_DIR  # noqa: E402
 from peers import SYSTEMS, make_peer  # noqa: E402
 from peers.client import Peer, PeerUnavailable, WorkerError  # noqa: E402
 from peers.locomo import PAPER_RECALL, UNITS, load_samples, summarise_recall, write_workspace  # noqa: E402
+from peers.venvs import CACHE_DIR  # noqa: E402
 from peers.workloads import (  # noqa: E402
     REAL_CORPORA,
     append_marker,
@@ -571,7 +572,9 @@ def main(argv: list[str] | None = None) -> int:
             largest = max(corpora, key=_corpus_order)
             corpus = prepare_corpus(largest, scratch, log=log)
             queries = [q for q, _ in make_queries(corpus.source, n_queries + WARMUP)]
-            out = RESULTS_DIR / f"profile-ctxos-{largest}"
+            # The profile holds this machine's paths: it stays in the git-ignored cache, never in results/.
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            out = CACHE_DIR / f"profile-ctxos-{largest}"
             log(f"[ctxos] profiling {len(queries)} queries on {largest} ...")
             data["profile"] = {largest: profile_ctxos(corpus, scratch, queries, out)}
     finally:
