@@ -85,7 +85,11 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
     ("facade", "note_served", "token-count / heading caches"),  # services/engine/facade.py
     ("graph", "*", "link graph"),
     ("communities", "*", "communities"),
-    ("governance", "*", "governance report cache"),
+    ("analysis", "*", "governance report cache"),  # services/governance/
+    ("report", "*", "governance report cache"),
+    ("findings", "*", "governance report cache"),
+    ("dismissals", "*", "governance report cache"),
+    ("actions", "*", "governance report cache"),
     ("similarity", "*", "governance report cache"),
     ("health", "*", "governance report cache"),
     ("access_log", "*", "access log"),

@@ -396,3 +396,31 @@ def test_report_is_cached_until_files_loads_or_dismissals_change(open_engine):
     rewrite(engine, "05-resources/old.md", memory_text("old", "Rewritten.", modified=days_ago(1)))
     after_edit = gov.governance_report(engine)
     assert after_edit is not after_load and not [f for f in after_edit.findings if f.kind == "decay"]
+
+
+def test_each_engine_keeps_its_own_report_and_reuses_it_at_most_its_max_age(open_engine):
+    files = {"05-resources/old.md": memory_text("old", "An old note about zebras.", modified=days_ago(200))}
+    engine = open_engine(files)
+    other = Engine(engine.root)  # a second engine on the same folder (another daemon, a CLI fallback)
+    other.load()
+    try:
+        first = gov.governance_report(engine)
+        assert gov.governance_report(engine) is first
+        assert gov.governance_report(other) is not first  # the report is the engine's, not the process's
+        assert other.governance_reports is not engine.governance_reports
+        engine.governance_reports.max_age_s = 0.0  # the clock moved past the age bound: ages may have changed
+        assert gov.governance_report(engine) is not first
+    finally:
+        other.close()
+
+
+def test_memo_reuses_a_value_for_its_key_only() -> None:
+    from ctxos.services.engine.memo import Memo
+
+    memo: Memo[str] = Memo()
+    assert memo.get(("a", 1)) is None
+    memo.put(("a", 1), "report")
+    assert memo.get(("a", 1)) == "report"
+    assert memo.get(("a", 2)) is None  # another generation, load or config: recompute
+    memo.clear()
+    assert memo.get(("a", 1)) is None

@@ -25,10 +25,15 @@ from ..semantic import PrototypeClassifier, VectorIndex
 from ..signals import KeywordOverlapScorer, SemanticScorer
 from ..store import MemoryStore
 from ..tokens import TokenCounter, default_counter
+from .memo import Memo
 from .summary import ChangeSummary
 
 if TYPE_CHECKING:
+    from ..governance import GovernanceReport
     from ..history import HistoryRecorder
+
+# A governance report depends on the clock too (ages, load windows): reused at most this long.
+GOVERNANCE_REPORT_MAX_AGE_S = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,8 @@ class EngineState:
         self._served: dict[tuple[str, int], set[str]] = {}
         self._served_lock = threading.Lock()
         self.removed_temp_files: list[str] = []
+        # The last governance report (services/governance/report.py), per engine, not per process.
+        self.governance_reports: Memo[GovernanceReport] = Memo(max_age_s=GOVERNANCE_REPORT_MAX_AGE_S)
         self.history: HistoryRecorder | None = None  # the workspace's recorder once loaded (services/history)
         # Long jobs (cold build, reindex): the current step, replaced whole (status reads it from
         # another thread), and a callback for each new one (the CLI's bar, the daemon's readiness).
