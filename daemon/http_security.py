@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from .http_login import WebLogin
 
@@ -126,7 +127,7 @@ def policy_from_config(
     )
 
 
-def security_middleware(policy: SecurityPolicy) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def security_middleware(policy: SecurityPolicy) -> Middleware:
     """aiohttp middleware enforcing ``policy`` before any handler runs."""
 
     @web.middleware

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .asgi_bridge import asgi_handler
@@ -249,7 +250,7 @@ class HttpServerComponent:
             allowed_hosts=sorted(self.policy.allowed_hosts),
             allowed_origins=sorted(self.policy.allowed_origins),
         )
-        middlewares = [security_middleware(self.policy)]
+        middlewares: list[Middleware] = [security_middleware(self.policy)]
         if getattr(ctx, "workspaces", None) is not None:
             middlewares.append(_workspace_page_slash)
         app = web.Application(middlewares=middlewares)

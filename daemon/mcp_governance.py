@@ -84,7 +84,7 @@ class ProposalOut(BaseModel):
 
 
 def _finding_out(f: dict[str, Any]) -> FindingOut:
-    action = f.get("action") if isinstance(f.get("action"), dict) else {}
+    action = found if isinstance(found := f.get("action"), dict) else {}
     return FindingOut(
         fingerprint=f["fingerprint"],
         kind=f["kind"],

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def parse_pool() -> ProcessPoolExecutor | None:
     """
     if (os.cpu_count() or 1) < 2:
         return None
+    context: BaseContext
     try:
         context = multiprocessing.get_context("forkserver")
     except ValueError:  # no forkserver (Windows): spawn

@@ -58,7 +58,7 @@ class FindingRef:
         if kind == "conflict":
             label = " vs ".join(str(s) for s in subjects[:2])
         elif kind == "flag":
-            evidence = data.get("evidence") if isinstance(data.get("evidence"), dict) else {}
+            evidence = found if isinstance(found := data.get("evidence"), dict) else {}
             label = f"{subjects[0] if subjects else ''} ({evidence.get('flag_kind', 'flagged')})"
         else:
             label = ", ".join(str(s) for s in subjects[:1])

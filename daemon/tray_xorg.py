@@ -110,7 +110,7 @@ class XorgAssist:
             if image is None or geo.width < 1 or geo.height < 1:
                 return
             scaled = Image.new("RGB", (geo.width, geo.height))
-            scaled.paste(image.resize((geo.width, geo.height), Image.LANCZOS))
+            scaled.paste(image.resize((geo.width, geo.height), Image.Resampling.LANCZOS))
             gc = window.create_gc()
             window.put_pil_image(gc, 0, 0, scaled)
             gc.free()

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write_bytes(path: Path, data: bytes | memoryview, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rename_temp(write_temp(path, data, mode), path)
 
 
-def write_temp(path: Path, data: bytes, mode: int | None = None) -> str:
+def write_temp(path: Path, data: bytes | memoryview, mode: int | None = None) -> str:
     """Write ``data`` to a fsynced temp file beside ``path`` and return its name (removed on failure).
 
     Its mode is ``mode``, else the mode of the file it will replace, else 0644. The

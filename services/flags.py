@@ -92,13 +92,14 @@ def flag_memory(root: Path, memory: Memory, reason: str, kind: str, by: str = "a
     if len(reason) > MAX_REASON_CHARS:
         raise FlagError(f"the reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
     by = " ".join(str(by or "agent").split())[:MAX_BY_CHARS] or "agent"
+    at = _now()
     flag = {
         "memory_id": memory.id,
         "path": memory.rel_path,
         "kind": kind,
         "reason": reason,
         "by": by,
-        "at": _now(),
+        "at": at,
         "checksum": memory.checksum,
         "version": memory.version,
     }
@@ -115,7 +116,7 @@ def flag_memory(root: Path, memory: Memory, reason: str, kind: str, by: str = "a
         ]
         if same:  # the same flag again: one entry, not a pile
             return {**same[-1], "fingerprint": flag_fingerprint(memory.id, kind), "repeated": True}
-        today = flag["at"][:10]
+        today = at[:10]
         if sum(1 for f in flags if str(f.get("at", ""))[:10] == today) >= MAX_FLAGS_PER_DAY:
             raise FlagError(
                 f"{MAX_FLAGS_PER_DAY} flags were raised today already; the governance queue "

@@ -336,7 +336,7 @@ def plan_files(
     """(target, adapter, display path, absolute path, content, budget) for every file to produce."""
     planned = []
     for target in targets:
-        items: list[tuple[str, str, int]] = []  # (adapter, rel path, content) + budget
+        items: list[tuple[str, str, str, int]] = []  # (adapter, rel path, content, budget)
         if target.workspace:
             items.append(
                 ("workspace", "claude.md", workspace_claude_md(source, budget_of["workspace"]), budget_of["workspace"])

@@ -17,7 +17,7 @@ The limits below are the only place these numbers live; docs point here.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -37,10 +37,10 @@ MemoryType = Literal["context", "daily", "project", "skill", "resource", "decisi
 Tier = Literal["L0", "L1", "L2"]
 FlagKind = Literal["stale", "wrong", "duplicate", "conflict"]
 if (
-    set(MemoryType.__args__) != set(MEMORY_TYPES)
-    or set(Tier.__args__) != set(TIERS)  # type: ignore[attr-defined]
-    or set(FlagKind.__args__) != set(FLAG_KINDS)
-):  # type: ignore[attr-defined]  # pragma: no cover
+    set(get_args(MemoryType)) != set(MEMORY_TYPES)
+    or set(get_args(Tier)) != set(TIERS)
+    or set(get_args(FlagKind)) != set(FLAG_KINDS)
+):  # pragma: no cover
     raise ImportError("schemas' Literal types are out of date with MEMORY_TYPES / TIERS / FLAG_KINDS")
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import webbrowser
+from pathlib import Path
+from typing import Literal, TypedDict
 
 from ctxos.client import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
@@ -27,9 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=cmd_open)
 
 
-def login_link(root: object) -> dict[str, object]:
-    """Ask the workspace's daemon for a one-time link (``{"url", "auth", "expires_in_s"}``)."""
-    client = DaemonClient.for_workspace(root)  # type: ignore[arg-type]
+class LoginLink(TypedDict):
+    """The reply of RPC ``web_login`` (``expires_in_s`` is None when HTTP needs no credential)."""
+
+    url: str
+    auth: Literal["none", "token"]
+    expires_in_s: int | None
+
+
+def login_link(root: Path) -> LoginLink:
+    """Ask the workspace's daemon for a one-time link."""
+    client = DaemonClient.for_workspace(root)
     try:
         return client.call("web_login")
     except DaemonNotRunning as exc:

@@ -131,10 +131,10 @@ def cmd_workspace_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no workspaces registered ({registry.path}); add one with: ctxos workspace add PATH")
         return 0
-    width = max(len(row["name"]) for row in rows)
-    for row in rows:
-        marks = " (default)" * row["default"] + " (missing)" * (not row["exists"])
-        print(f"{row['name']:<{width}}  {row['path']}{marks}")
+    width = max(len(name) for name in registry.workspaces)
+    for name, path in registry.workspaces.items():
+        marks = " (default)" * (name == default) + " (missing)" * (not path.is_dir())
+        print(f"{name:<{width}}  {path}{marks}")
     return 0
 
 

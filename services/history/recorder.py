@@ -223,8 +223,9 @@ class HistoryRecorder:
         contents: dict[str, bytes | None] = {}
         for rel in rels:
             try:
-                contents[rel] = (self.root / rel).read_bytes()
-                mid, version = frontmatter_fields(contents[rel][:8192].decode("utf-8", "replace"))
+                data = (self.root / rel).read_bytes()
+                contents[rel] = data
+                mid, version = frontmatter_fields(data[:8192].decode("utf-8", "replace"))
             except OSError:
                 contents[rel], mid, version = None, None, None
             described.append((rel, mid, version))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -55,7 +55,8 @@ class SemanticModel(Protocol):
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (rows / norms).astype(np.float32, copy=False)
+    unit: np.ndarray = (rows / norms).astype(np.float32, copy=False)  # numpy types ndarray arithmetic as Any
+    return unit
 
 
 def _safetensors_memmap(path: Path, tensor: str) -> np.ndarray:
@@ -174,7 +175,10 @@ def _shared_wordllama() -> WordLlamaModel:
     return WordLlamaModel()
 
 
-_LOCAL = {"fastembed": FastEmbedModel, "sentence-transformers": SentenceTransformersModel}
+_LOCAL: dict[str, Callable[[Path], SemanticModel]] = {
+    "fastembed": FastEmbedModel,
+    "sentence-transformers": SentenceTransformersModel,
+}
 
 
 def load_model(setting: object) -> SemanticModel | None:
