@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_common_args, current_rss_mb, machine_info, peak_rss_mb, percentile, print_table, write_results  # noqa: E402
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
 from ctxos.client import DaemonClient, DaemonError  # noqa: E402
-from ctxos.daemon.runtime_paths import socket_path  # noqa: E402
+from ctxos.services.runtime_paths import socket_path  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
 TARGET_SAVE_P95_MS = 200.0  # issue 16 (issue 3 had 500)

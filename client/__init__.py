@@ -54,7 +54,7 @@ class DaemonClient:
 
     @classmethod
     def for_workspace(cls, root: Path | str, timeout: float | None = DEFAULT_TIMEOUT_S) -> DaemonClient:
-        from ctxos.daemon.runtime_paths import socket_path
+        from ctxos.services.runtime_paths import socket_path
 
         return cls(socket_path(Path(root)), timeout=timeout)
 

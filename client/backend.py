@@ -1,29 +1,46 @@
-"""``open_backend(root, read_only)``: how a CLI command reaches the engine.
+"""How a client reaches the engine: :class:`Backend`, one :class:`SocketBackend`, and :func:`open_backend`.
 
-When a daemon runs for the workspace, commands go through its socket (warm
-index, no start-up cost, and writes are serialised with the watcher's). When
-none runs, a *read-only* command still works: it loads the engine in this
-process and calls the very same RPC handlers (``daemon/rpc_methods.py``), so
-the answer has the same shape and the same content, and it says so on
-stderr. A write with no daemon fails with a clear message, unless the caller
-opts in to ``in_process_writes`` (it then holds the workspace lock so no
-daemon can start underneath it).
+When a daemon runs for the workspace, calls go through its socket (warm index,
+no start-up cost, and writes are serialised with the watcher's). When none
+runs, a *read-only* CLI command still works: it loads the engine in this
+process and calls the very same use cases (``services/api``), so the answer has
+the same shape and the same content, and it says so on stderr. A write with no
+daemon fails with a clear message, unless the caller opts in to
+``in_process_writes`` (it then holds the workspace lock so no daemon can start
+underneath it).
 
-Both backends raise :class:`~ctxos.client.RpcCallError` for error replies.
+:class:`SocketBackend` is the one socket backend of every client: the CLI, the
+``ctxos mcp`` stdio server (which may start the daemon, ``start=True``) and the
+tray's process mode. It keeps one connection per thread, so worker threads can
+share it. Both backends raise :class:`~ctxos.client.RpcCallError` for error replies.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
+from ctxos.services import api
+from ctxos.services.daemon_lock import WorkspaceLock
+from ctxos.services.engine import Engine
+from ctxos.services.engine_view import EngineView
+from ctxos.services.jsonrpc import INVALID_PARAMS, RpcError, as_json
+
+from . import DEFAULT_TIMEOUT_S, DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
+from .launch import find_socket, start_daemon
+
+CLIENT_PARAM = "_client"  # who is asking (history attribution); not an operation's parameter
+IN_PROCESS_CLIENT = "ctxos CLI (in-process)"
 
 
 class Backend(Protocol):
+    """A synchronous way to call an operation by name with its params (a dict, checked by its model)."""
+
     kind: str  # "daemon" or "in-process"
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
@@ -32,18 +49,65 @@ class Backend(Protocol):
 
 
 class SocketBackend:
-    """RPC over the daemon's Unix socket."""
+    """Operations over the daemon's Unix socket: one connection per calling thread.
+
+    ``start=True``: when no daemon answers, have the per-user daemon serve the
+    workspace (``launch.start_daemon``) and retry once, which is what ``ctxos mcp``
+    needs when an agent starts it before the daemon.
+    """
 
     kind = "daemon"
 
-    def __init__(self, client: DaemonClient) -> None:
-        self.client = client
+    def __init__(self, root: Path | str, *, timeout: float | None = DEFAULT_TIMEOUT_S, start: bool = False) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.timeout = timeout
+        self.start = start
+        self._local = threading.local()
+        self._clients: list[DaemonClient] = []
+        self._lock = threading.Lock()
+
+    def _client(self) -> DaemonClient:
+        client: DaemonClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = DaemonClient(find_socket(self.root), timeout=self.timeout)
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def alive(self) -> bool:
+        """True when a daemon answers ``status`` for the workspace."""
+        try:
+            self._client().call("status")
+            return True
+        except (DaemonError, OSError):
+            return False
+
+    def ensure_daemon(self) -> None:
+        """A daemon answers for the workspace, started first when ``start`` allows; else DaemonNotRunning."""
+        if self.alive():
+            return
+        if not self.start:
+            raise DaemonNotRunning(f"no ctxos daemon runs for {self.root}; start it with: ctxos start")
+        start_daemon(self.root)
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return self.client.call(method, params or {})
+        client = self._client()
+        try:
+            return client.call(method, params or {})
+        except DaemonNotRunning:
+            if not self.start:
+                raise
+            client.close()
+            start_daemon(self.root)  # the daemon went away: bring it back once
+            client.socket_path = find_socket(self.root)
+            return client.call(method, params or {})
 
     def close(self) -> None:
-        self.client.close()
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
 
     def __enter__(self) -> SocketBackend:
         return self
@@ -52,20 +116,50 @@ class SocketBackend:
         self.close()
 
 
+class LocalHost:
+    """The use cases' :class:`~ctxos.services.api.host.Host` in the CLI's own process.
+
+    One thread, no listeners (nobody watches a CLI run: the next daemon's start
+    reconciles with the files), and a status that says it is in-process.
+    """
+
+    def __init__(self, root: Path, engine: EngineView, load_summary: dict[str, Any] | None) -> None:
+        self.root = root
+        self.engine = engine
+        self.ready = True
+        self.load_error: str | None = None
+        self.load_summary = load_summary
+        self.status_extra: dict[str, Any] = {}
+        self._started = time.time()
+
+    def daemon_status(self) -> dict[str, Any]:
+        return {
+            "mode": "in-process",
+            "pid": os.getpid(),
+            "workspace": str(self.root),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started)),
+            "uptime_s": round(time.time() - self._started, 3),
+            "state": "ready",
+            "socket": None,
+            "http": None,
+            "components": {},
+            "writes_in_flight": 0,
+            "extra": {},
+        }
+
+    def publish_change(self, summary: object) -> None:
+        """Nobody listens in-process."""
+
+
 class InProcessBackend:
-    """The engine loaded in this process, behind the daemon's own RPC handlers."""
+    """The engine loaded in this process, behind the same use cases the daemon serves."""
 
     kind = "in-process"
 
     def __init__(
         self, root: Path, *, hold_lock: bool = False, on_progress: Callable[[Any], None] | None = None
     ) -> None:
-        from ctxos.daemon.components import register_rpc_methods
-        from ctxos.daemon.context import DaemonContext
-        from ctxos.daemon.lock import WorkspaceLock
-        from ctxos.services.engine import Engine
-
-        self._lock = None
+        self._lock: WorkspaceLock | None = None
         if hold_lock:
             self._lock = WorkspaceLock(root)
             self._lock.acquire()  # raises DaemonAlreadyRunning if a daemon appeared meanwhile
@@ -77,25 +171,22 @@ class InProcessBackend:
             engine.close()
             self._release()
             raise
-        self.ctx = DaemonContext(root, engine, mode="in-process")
-        self.ctx.load_summary = summary.to_dict() if hasattr(summary, "to_dict") else None
-        register_rpc_methods(self.ctx.rpc)
-        self.ctx.mark_ready()
+        self.engine = engine
+        self.host = LocalHost(Path(root), engine, summary.to_dict())
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        from ctxos.daemon.rpc import RpcError, encode_message
-
+        params = dict(params or {})
+        client = params.pop(CLIENT_PARAM, None)
         try:
-            result = self.ctx.rpc.call_sync(self.ctx, method, params or {})
+            _own_workspace(params)
+            result = api.call(self.host, method, params, client=client or IN_PROCESS_CLIENT)
         except RpcError as exc:
             raise RpcCallError(exc.code, exc.message, exc.data) from None
-        # The same JSON the socket would deliver (tuples become lists, dates strings ...).
-        return json.loads(encode_message(result))
+        return as_json(result)  # the same JSON the socket would deliver
 
     def close(self) -> None:
         try:
-            self.ctx.write_sync(self.ctx.engine.close)
-            self.ctx.shutdown_executors()
+            self.engine.close()
         finally:
             self._release()
 
@@ -111,15 +202,24 @@ class InProcessBackend:
         self.close()
 
 
+def _own_workspace(params: dict[str, Any]) -> None:
+    """``workspace`` routes a call to another workspace, which only the per-user daemon can do."""
+    name = params.pop("workspace", None)
+    if name not in (None, ""):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"no workspace named {name!r} is served here"
+            " (only the per-user daemon, `ctxos start`, serves several workspaces)",
+        )
+
+
 def daemon_backend(root: Path) -> SocketBackend | None:
     """A socket backend when a daemon answers for ``root``, else None."""
-    client = DaemonClient.for_workspace(root)
-    try:
-        client.call("status")
-    except (DaemonError, OSError):
-        client.close()
-        return None
-    return SocketBackend(client)
+    backend = SocketBackend(root)
+    if backend.alive():
+        return backend
+    backend.close()
+    return None
 
 
 def open_backend(
@@ -147,4 +247,4 @@ def open_backend(
     return InProcessBackend(root, hold_lock=not read_only, on_progress=on_progress)
 
 
-__all__ = ["Backend", "InProcessBackend", "SocketBackend", "daemon_backend", "open_backend"]
+__all__ = ["Backend", "InProcessBackend", "LocalHost", "SocketBackend", "daemon_backend", "open_backend"]

@@ -2,8 +2,9 @@
 
 ``main.py`` starts the components in this order and stops them in reverse.
 A component is a class with ``name``, ``async start(ctx)`` and ``async stop()``
-(``ctx`` is the :class:`~ctxos.daemon.context.DaemonContext`). An RPC method
-module has ``register(registry)``.
+(``ctx`` is the :class:`~ctxos.daemon.context.DaemonContext`). The RPC methods are the
+use cases of ``services/api`` (each registered with its request model and how it must
+run), plus the daemon's own method modules, which have ``register(registry)``.
 
 ``essential`` components must start or the daemon exits (no watcher, no
 socket: no daemon worth running); the others are logged and reported in
@@ -18,7 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .context import DaemonOptions
+from ctxos.services.api import OPERATIONS, Operation
+
+from .context import DaemonContext, DaemonOptions
+from .rpc import Handler, RpcRegistry
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,8 @@ COMPONENTS: list[ComponentSpec] = [
     ComponentSpec("tray", "ctxos.daemon.tray:TrayComponent", enabled=lambda options: options.tray is not False),
 ]
 
+# Daemon-only RPC methods beyond the use cases (services/api): modules with ``register(registry)``.
 RPC_METHOD_MODULES: list[str] = [
-    "ctxos.daemon.rpc_methods",
-    "ctxos.daemon.rpc_governance",
-    "ctxos.daemon.rpc_agent_governance",
-    "ctxos.daemon.rpc_inbox",
-    "ctxos.daemon.rpc_history",
-    "ctxos.daemon.rpc_import",
     "ctxos.daemon.http_login",
 ]
 
@@ -71,7 +70,28 @@ async def stop_components(started: list[Any], what: str = "") -> None:
             )
 
 
-def register_rpc_methods(registry: Any) -> None:
-    """Import every method module and let it register its methods."""
+def register_rpc_methods(registry: RpcRegistry) -> None:
+    """Register every use case (``services/api``) as an RPC method, then the daemon's own method modules."""
+    for op in OPERATIONS.values():
+        registry.register(
+            op.name,
+            use_case_handler(op),
+            op.write,
+            wait_ready=op.wait_ready,
+            doc=op.doc,
+            partial_ok=op.partial_ok,
+            schema=op.request,
+        )
     for name in RPC_METHOD_MODULES:
         importlib.import_module(name).register(registry)
+
+
+def use_case_handler(op: Operation[Any]) -> Handler:
+    """The registry's handler for a use case: params arrive checked by ``op.request``, so they are rebuilt
+    into the model without a second validation, and the context is the use case's host."""
+
+    def handler(ctx: DaemonContext, params: dict[str, Any]) -> Any:
+        return op.run(ctx, op.request.model_construct(**params))
+
+    handler.__doc__ = op.doc
+    return handler

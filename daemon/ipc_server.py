@@ -18,7 +18,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import runtime_paths
+from ctxos.services import runtime_paths
+
 from .rpc import INVALID_REQUEST, MAX_REQUEST_BYTES, RpcError, encode_reply, error_response, handle_payload
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -12,7 +12,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from . import runtime_paths
+from ctxos.services import runtime_paths
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _HANDLER_TAG = "_ctxos_daemon_handler"

@@ -29,10 +29,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from . import malloc_tune, runtime_paths
+from ctxos.services import runtime_paths
+from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
+from ctxos.services.daemon_options import add_daemon_arguments
+
+from . import malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
-from .lock import DaemonAlreadyRunning, WorkspaceLock
 from .logging_setup import setup_logging
 from .parse_pool import parse_pool, pooled_map
 
@@ -42,50 +45,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ALREADY_RUNNING = 3
-
-
-def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options shared by ``ctxos daemon``, ``ctxos start`` and ``python -m ctxos.daemon.main``."""
-    parser.add_argument(
-        "--no-http",
-        dest="http",
-        action="store_false",
-        help="do not serve HTTP (MCP, REST, web view); the Unix socket still runs",
-    )
-    parser.add_argument(
-        "--http-port",
-        type=int,
-        default=None,
-        metavar="PORT",
-        help="HTTP port on 127.0.0.1 (default: config daemon.http_port, 3847; 0 = any free port)",
-    )
-    parser.add_argument(
-        "--tray",
-        dest="tray",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show the tray icon (default: when a display is available)",
-    )
-    parser.add_argument(
-        "--debounce-ms",
-        type=int,
-        default=None,
-        metavar="MS",
-        help="coalesce file events for this long (default: config daemon.debounce_ms)",
-    )
-    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
-    parser.add_argument(
-        "--all",
-        action="store_true",
-        help="serve every registered workspace (`ctxos workspace list`) from this one daemon",
-    )
-    parser.add_argument(
-        "--load",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="with --all: load this workspace at once (the others load on first use)",
-    )
 
 
 def options_from_args(args: argparse.Namespace) -> DaemonOptions:

@@ -3,8 +3,8 @@
 ``build_mcp_server(backend)`` returns an ``MCPServer`` whose tools call
 ``await backend.call(method, params)``. In the daemon the backend is the RPC
 registry in-process (:class:`RegistryBackend`); in ``ctxos mcp`` it is the
-daemon's Unix socket (``ctxos.client.mcp_backend``). Either way the RPC methods
-(``daemon/rpc_methods.py``) do the work: the engine's one query path and its
+daemon's Unix socket (``daemon/mcp_stdio.py`` over the client's ``SocketBackend``). Either way the RPC methods
+(the use cases, ``services/api``) do the work: the engine's one query path and its
 write rules. This module only shapes inputs and outputs for agents and turns a
 refused or failed call into an MCP tool error (``is_error``) with the message
 the engine gave, so the agent can correct itself.
@@ -16,6 +16,7 @@ import logging
 from typing import Annotated, Any, Literal, Protocol
 
 from ctxos.services import schemas
+from ctxos.services.jsonrpc import INTERNAL_ERROR, BackendError, RpcError, json_default
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, TextContent
@@ -46,15 +47,6 @@ TOOL_CONTRACTS: dict[str, type[schemas.Request]] = {
 }
 
 
-class BackendError(Exception):
-    """A call the backend answered with an error (refused write, not found, bad params)."""
-
-    def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data
-
-
 class Backend(Protocol):
     """Where the tools' work happens: the daemon's RPC methods, reached one way or another."""
 
@@ -68,8 +60,6 @@ class RegistryBackend:
         self.ctx = ctx
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        from .rpc import INTERNAL_ERROR, RpcError, json_default
-
         try:
             result = await self.ctx.rpc.call(self.ctx, method, params)
         except RpcError as exc:

@@ -14,16 +14,26 @@ and never takes the connection or the daemon down.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxos.services.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    NOT_READY,
+    PARSE_ERROR,
+    WRITE_REFUSED,
+    RpcError,
+    encode_message,
+    json_default,
+)
 from ctxos.services.schemas import ContractError, Request, validate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,37 +41,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-# JSON-RPC 2.0 standard codes.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-# Application codes (the -32000..-32099 "server error" range).
-NOT_FOUND = -32004  # the named memory / skill does not exist
-WRITE_REFUSED = -32010  # a safety rule refused a write (protected, read-only folder, ...)
-NOT_READY = -32011  # the daemon is still loading (only for callers that do not wait)
+# The shared vocabulary (services/jsonrpc.py), re-exported for the daemon's method modules.
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "NOT_FOUND",
+    "NOT_READY",
+    "PARSE_ERROR",
+    "WRITE_REFUSED",
+    "RpcError",
+    "RpcRegistry",
+    "encode_message",
+    "json_default",
+]
 
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # one request line; larger ones get INVALID_REQUEST
 
 Handler = Callable[["DaemonContext", dict[str, Any]], Any]
 Schema = type[Request]
-
-
-class RpcError(Exception):
-    """An error reply: ``code`` and ``message`` as JSON-RPC defines them, optional ``data``."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 @dataclass(frozen=True)
@@ -305,39 +304,6 @@ def check_known(params: dict[str, Any], allowed: set[str] | frozenset[str]) -> N
 
 
 # ---------------------------------------------------------------- messages
-
-
-def json_default(value: Any) -> Any:
-    """Serialise the few non-JSON types handlers may return (dataclasses with ``to_dict``, paths, dates)."""
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def encode_message(message: Any) -> bytes:
-    """One JSON-RPC message as a single UTF-8 line (compact JSON never contains a raw newline).
-
-    A lone surrogate (a file name that is not UTF-8, decoded with surrogateescape) is
-    written as its JSON escape ``\\udcxx``, so no name can make a reply fail.
-    ``allow_nan=False``: ``NaN``/``Infinity`` are not JSON, so a result holding one
-    fails here (and becomes an internal-error reply) instead of reaching a client
-    as a line its parser rejects.
-    """
-    return (
-        json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
-            "utf-8", "backslashreplace"
-        )
-        + b"\n"
-    )
 
 
 def encode_reply(reply: Any) -> bytes:

@@ -289,7 +289,7 @@ class TrayApp:
             yield item(workspace_line(entry), opener(str(entry.get("name"))), enabled=bool(entry.get("http")))
 
     def attach_notifier(self, icon: Any, use_dbus: bool = True) -> None:
-        from .runtime_paths import state_dir
+        from ctxos.services.runtime_paths import state_dir
 
         dbus = DBusNotifier() if use_dbus and sys.platform.startswith("linux") else None
         self.sink = NotificationSink(icon, dbus)

@@ -26,10 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import malloc_tune, runtime_paths
+from ctxos.services import runtime_paths
+from ctxos.services.daemon_lock import UserLock, user_daemon_pid
+
+from . import malloc_tune
 from .components import COMPONENTS, stop_components
 from .context import DaemonOptions
-from .lock import UserLock, user_daemon_pid
 from .logging_setup import setup_logging
 from .workspaces import WorkspaceSet
 

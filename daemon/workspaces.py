@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
+
 from .components import register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
-from .lock import DaemonAlreadyRunning, WorkspaceLock
 
 log = logging.getLogger("ctxos.daemon.workspaces")
 

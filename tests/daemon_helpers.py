@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 from ctxos.client import DaemonClient, DaemonError, RpcCallError
-from ctxos.daemon import runtime_paths
+from ctxos.services import runtime_paths
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0

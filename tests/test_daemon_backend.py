@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ctxos.client import DaemonNotRunning, RpcCallError
 from ctxos.client.backend import open_backend
-from ctxos.daemon.lock import DaemonAlreadyRunning, is_locked
 from ctxos.daemon.rpc import NOT_FOUND
+from ctxos.services.daemon_lock import DaemonAlreadyRunning, is_locked
 from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 FILES = {

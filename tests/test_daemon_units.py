@@ -12,9 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ctxos.daemon import runtime_paths
 from ctxos.daemon.context import DaemonContext
-from ctxos.daemon.lock import DaemonAlreadyRunning, WorkspaceLock, is_locked, read_lock_pid
 from ctxos.daemon.rpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -29,6 +27,8 @@ from ctxos.daemon.rpc import (
     param,
 )
 from ctxos.daemon.watcher import WatchFilter, is_editor_temp
+from ctxos.services import runtime_paths
+from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock, is_locked, read_lock_pid
 
 # ---------------------------------------------------------------- runtime paths
 
@@ -85,7 +85,7 @@ def test_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
 def test_lock_of_a_killed_process_is_recovered(tmp_path: Path) -> None:
     """SIGKILL leaves the lock file (and a pid) behind, but the kernel dropped the flock."""
     code = (
-        "import sys, time; from ctxos.daemon.lock import WorkspaceLock; "
+        "import sys, time; from ctxos.services.daemon_lock import WorkspaceLock; "
         f"WorkspaceLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)

@@ -306,13 +306,7 @@ def test_report_is_saved_for_the_health_view(open_engine):
 def test_rpc_and_cli_round_trip(open_engine, capsys, monkeypatch):
     """The CLI (in-process backend) lists findings as JSON, archives, unarchives, sets importance, dismisses."""
     from ctxos.client import cli
-    from ctxos.daemon import components
 
-    if "ctxos.daemon.rpc_governance" not in components.RPC_METHOD_MODULES:
-        # Until daemon/components.py lists the module (owned by the daemon issue), add it for this test.
-        monkeypatch.setattr(
-            components, "RPC_METHOD_MODULES", [*components.RPC_METHOD_MODULES, "ctxos.daemon.rpc_governance"]
-        )
     engine = open_engine(
         {
             "05-resources/old.md": memory_text(

@@ -160,14 +160,14 @@ def test_engine_picks_up_communities_and_simulate_shows_the_bonus(make_workspace
 
 
 def test_graph_rpc_lists_types_communities_edges_and_dangling_links(make_workspace):
-    from ctxos.daemon import rpc_governance
+    from ctxos.daemon.components import register_rpc_methods
     from ctxos.daemon.context import DaemonContext
 
     root = cluster_workspace(make_workspace)
     engine = Engine(root)
     engine.load()
     ctx = DaemonContext(root, engine, mode="in-process")
-    rpc_governance.register(ctx.rpc)
+    register_rpc_methods(ctx.rpc)
     ctx.mark_ready()
     try:
         data = ctx.rpc.call_sync(ctx, "graph", {})

@@ -124,11 +124,11 @@ def test_balance_and_cleanliness(make_workspace):
 
 
 def test_health_rpc(engine):
-    from ctxos.daemon import rpc_governance
+    from ctxos.daemon.components import register_rpc_methods
     from ctxos.daemon.context import DaemonContext
 
     ctx = DaemonContext(engine.root, engine, mode="in-process")
-    rpc_governance.register(ctx.rpc)
+    register_rpc_methods(ctx.rpc)
     ctx.mark_ready()
     try:
         data = ctx.rpc.call_sync(ctx, "health", {})

@@ -188,7 +188,7 @@ def test_login_codes_and_sessions_expire_and_are_capped() -> None:
 def test_http_auth_none_serves_openly_and_warns_at_every_start(make_workspace):
     root = make_workspace(SKILL)
     (root / "_config.yaml").write_text("daemon:\n  http_port: 0\n  http_auth: none\n", encoding="utf-8")
-    from ctxos.daemon.runtime_paths import user_log_path
+    from ctxos.services.runtime_paths import user_log_path
 
     def warnings_logged() -> int:
         """In the per-user daemon's log (shared by the test run: count what each start adds)."""

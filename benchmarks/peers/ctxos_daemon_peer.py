@@ -91,7 +91,7 @@ class _Worker:
         import time
 
         from ctxos.client import DaemonClient, DaemonError
-        from ctxos.daemon import runtime_paths
+        from ctxos.services import runtime_paths
 
         root = Path(params["root"]).resolve()
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="ctxbench-", dir="/tmp"))

@@ -20,9 +20,9 @@ from typing import Any
 from ctxos.client import DaemonClient, DaemonError
 from ctxos.client.cli import CliError, require_workspace, resolve_workspace
 from ctxos.client.launch import Launch, LaunchError, launch, lost_race
-from ctxos.daemon import runtime_paths
-from ctxos.daemon.lock import is_locked, read_lock_pid, user_daemon_pid
-from ctxos.daemon.main import add_daemon_arguments, options_from_args, run_daemon
+from ctxos.services import runtime_paths
+from ctxos.services.daemon_lock import is_locked, read_lock_pid, user_daemon_pid
+from ctxos.services.daemon_options import add_daemon_arguments, daemon_flags
 
 EXIT_NOT_RUNNING = 3
 START_TIMEOUT_S = 30.0
@@ -64,21 +64,6 @@ def query_status(root: Path, timeout: float = 5.0) -> dict[str, Any] | None:
         client.close()
 
 
-def _daemon_flags(args: argparse.Namespace) -> list[str]:
-    flags: list[str] = []
-    if not args.http:
-        flags.append("--no-http")
-    if args.http_port is not None:
-        flags += ["--http-port", str(args.http_port)]
-    if args.tray is not None:
-        flags.append("--tray" if args.tray else "--no-tray")
-    if args.debounce_ms is not None:
-        flags += ["--debounce-ms", str(args.debounce_ms)]
-    if args.verbose:
-        flags.append("--verbose")
-    return flags
-
-
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
@@ -99,12 +84,17 @@ def _duration(seconds: float) -> str:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    """Run the daemon in the foreground: this process becomes ``python -m ctxos.daemon.main`` (same pid,
+    so systemd/launchd supervise the daemon itself; the thin client never imports it)."""
     if args.all:
-        from ctxos.daemon.user_daemon import run_user_daemon
-
-        return run_user_daemon(options_from_args(args), load=args.load)
-    root = require_workspace(resolve_workspace(args.workspace))
-    return run_daemon(root, options_from_args(args))
+        target = ["--all", *[arg for name in args.load for arg in ("--load", name)]]
+    else:
+        target = ["--workspace", str(require_workspace(resolve_workspace(args.workspace)))]
+    command = [sys.executable, "-m", "ctxos.daemon.main", *target, *daemon_flags(args)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return 0  # pragma: no cover - execv does not return
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -120,7 +110,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.write_bytes(b"")
         try:
-            launched = launch(root, _daemon_flags(args), log_file)
+            launched = launch(root, daemon_flags(args), log_file)
         except LaunchError as exc:
             raise CliError(str(exc), exit_code=1) from None
     # else: a daemon holds the lock but does not answer yet (it is starting): wait for it too.
@@ -170,7 +160,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         if launched is not None and launched.process is None and served
         else ""
     )
-    if launched is not None and launched.process is None and _daemon_flags(args):
+    if launched is not None and launched.process is None and daemon_flags(args):
         shared += "; the options given apply when the per-user daemon starts, not to the running one"
     print(f"ctxos daemon started for {root} (pid {status.get('pid')}{http}){state}{shared}")
     http_state = str((status.get("components") or {}).get("http", ""))

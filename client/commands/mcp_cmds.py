@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -235,22 +235,16 @@ def http_address(root: Path, config: Any) -> tuple[str, int, str, str | None]:
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    """Serve MCP over stdio, backed by the daemon over its socket."""
-    import anyio
-    from ctxos.client.mcp_backend import connect_daemon_backend
-    from ctxos.daemon.mcp_server import build_mcp_server
+    """Serve MCP over stdio: this process becomes ``python -m ctxos.daemon.mcp_stdio`` (same stdin/stdout).
 
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, args.log_level),
-        format="ctxos mcp: %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    The MCP surface is the daemon's (``daemon/mcp_server.py``); the CLI only resolves the
+    workspace and hands over, so the thin client never imports the daemon.
+    """
     root = require_workspace(resolve_workspace(args.workspace))
-    backend = connect_daemon_backend(root, start=not args.no_start)
-    server = build_mcp_server(backend)
-    try:
-        anyio.run(server.run_stdio_async)
-    finally:
-        backend.close()
-    return 0
+    command = [sys.executable, "-m", "ctxos.daemon.mcp_stdio", "--workspace", str(root), "--log-level", args.log_level]
+    if args.no_start:
+        command.append("--no-start")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return 0  # pragma: no cover - execv does not return

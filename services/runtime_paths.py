@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ctxos.services import private_dir
+from . import private_dir
 
 STATE_DIR = ".ctxos"
 LOCK_NAME = "daemon.lock"
@@ -82,7 +82,7 @@ def state_dir(root: Path) -> Path:
     and read-only workspaces put the lock and logs where the index lives.
     """
     try:
-        from ctxos.services.workspace import state_dir as engine_state_dir
+        from .workspace import state_dir as engine_state_dir
     except ImportError:  # pragma: no cover - engine not importable: fall back to the documented place
         return Path(root) / STATE_DIR
     return engine_state_dir(Path(root))
