@@ -37,9 +37,12 @@ class EngineView(Protocol):
     @property
     def store(self) -> MemoryStore: ...
     @property
-    def index(self) -> MemoryIndex: ...
+    def index(self) -> MemoryIndex | None:
+        """None until the engine has loaded (:func:`loaded_index` says so in words)."""
+        ...
+
     @property
-    def access_log(self) -> AccessLog: ...
+    def access_log(self) -> AccessLog | None: ...
     @property
     def counter(self) -> TokenCounter: ...
     @property
@@ -65,3 +68,21 @@ class EngineView(Protocol):
     def apply_changes(self, paths: Iterable[Path | str]) -> ChangeSummary: ...
     def reconcile(self) -> ChangeSummary: ...
     def rebuild_index(self) -> ChangeSummary: ...
+
+
+class NotLoaded(RuntimeError):
+    """A part of the engine that exists only once it has loaded was asked for before that."""
+
+
+def loaded_index(engine: EngineView) -> MemoryIndex:
+    """The engine's index; :class:`NotLoaded` before the engine has loaded."""
+    if engine.index is None:
+        raise NotLoaded("the workspace is still loading: its index is not open yet")
+    return engine.index
+
+
+def loaded_access_log(engine: EngineView) -> AccessLog:
+    """The engine's access log; :class:`NotLoaded` before the engine has loaded."""
+    if engine.access_log is None:
+        raise NotLoaded("the workspace is still loading: its access log is not open yet")
+    return engine.access_log

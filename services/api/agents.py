@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import schemas
 from ..engine import ChangeSummary
+from ..engine_view import loaded_index
 from ..flags import FlagError, flag_memory
 from ..governance import governance_report
 from ..index import analyze
@@ -45,7 +46,7 @@ def _topic_ids(host: Host, topic: str) -> dict[str, float]:
     words = [w for w in topic.split() if analyze(w)]
     if not words:
         return {}
-    hits = host.engine.index.search([(w, 1.0) for w in words], TOPIC_HITS)
+    hits = loaded_index(host.engine).search([(w, 1.0) for w in words], TOPIC_HITS)
     return {h.id: h.score for h in hits}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from .. import governance as gov
 from .. import schemas
 from ..communities import community_names, refresh_communities
+from ..engine_view import loaded_access_log
 from ..graph_layout import layout_for
 from ..health import HealthSettings, compute_health, health_inputs
 from ..jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
@@ -54,7 +55,7 @@ def health(host: Host, req: schemas.NoParams) -> dict[str, Any]:
         invalid_count=len(engine.invalid_files()),
         finding_count=len([f for f in report.findings if f.ids]),
         settings=settings,
-        **health_inputs(engine.access_log, settings),
+        **health_inputs(loaded_access_log(engine), settings),
     ).to_dict()
 
 

@@ -9,6 +9,7 @@ and the CLI reach it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import schemas
@@ -42,7 +43,7 @@ def import_path(host: Host, req: schemas.ImportRequest) -> dict[str, Any]:
     """What an import of ``path`` does (``dry_run: true``: the plan only) and what it did."""
     engine = host.engine
     try:
-        plan = run_import(engine.root, engine.store, engine.config, req.path, req.format, dry_run=req.dry_run)
+        plan = run_import(engine.root, engine.store, engine.config, Path(req.path), req.format, dry_run=req.dry_run)
     except ImportError_ as exc:
         raise RpcError(INVALID_PARAMS, str(exc)) from None
     written = plan.written_paths()

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import schemas
 from ..engine import ChangeSummary
+from ..engine_view import loaded_index
 from ..jsonrpc import WRITE_REFUSED, RpcError
 from ..model import Memory
 from ..save_warnings import save_warnings
@@ -81,4 +82,5 @@ def reindex(host: Host, req: schemas.ReindexRequest) -> dict[str, Any]:
     engine = host.engine
     summary = engine.rebuild_index() if req.full else engine.reconcile()
     publish(host, summary)
-    return {"full": req.full, **summary.to_dict(), "indexed": len(engine.index), "index": engine.index.info()}
+    index = loaded_index(engine)
+    return {"full": req.full, **summary.to_dict(), "indexed": len(index), "index": index.info()}
