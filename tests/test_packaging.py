@@ -8,6 +8,7 @@ the same build ``pip install .`` runs) and compares its contents with the tree.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -40,14 +41,21 @@ def _source_files() -> set[str]:
 
 @pytest.mark.slow
 def test_wheel_holds_every_subpackage_and_the_package_data(tmp_path):
+    # Built from a copy: setuptools reuses a build/ folder in the tree, which can hold files of an older layout.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for root in ROOTS:
+        shutil.copytree(ROOT / root, src / root, ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(tmp_path / "dist")],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (wheel,) = tmp_path.glob("ai_context_os-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("ai_context_os-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = _source_files()
     assert "ctxos/services/history/__init__.py" in expected  # the subpackages are in the comparison
