@@ -35,7 +35,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from .federation import join_federated
 from .index import analyze
@@ -145,6 +145,10 @@ def candidate_depth(config: Any, expanded: ExpandedQuery, budget: int | None) ->
     return max(base, min(ceiling, max(by_budget, by_words)))
 
 
+@overload
+def _add(candidates: dict[str, Candidate], memory: Memory, source: str) -> Candidate: ...
+@overload
+def _add(candidates: dict[str, Candidate], memory: Memory | None, source: str) -> Candidate | None: ...
 def _add(candidates: dict[str, Candidate], memory: Memory | None, source: str) -> Candidate | None:
     if memory is None:
         return None
@@ -308,7 +312,7 @@ def score_query(
 def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:
     """The query's embedding for ``engine``'s model (None without one; federated engines may differ)."""
     semantic = getattr(engine, "semantic", None)
-    if hasattr(semantic, "query_vector"):
+    if semantic is not None and hasattr(semantic, "query_vector"):
         return semantic.query_vector(query_text(expanded))
     return None
 
@@ -457,9 +461,9 @@ def select_and_render(
     plan = plan_tiers(engine, ranked, room, l2_top_n, floor) if room > 0 else {}
     leftover: list[Candidate] = []
     for cand in ranked:
-        tier = plan.get(cand.memory.id)
+        planned = plan.get(cand.memory.id)
         placed = False
-        for option in ([tier, "L1"] if tier == "L2" else [tier]) if tier else []:
+        for option in ([planned, "L1"] if planned == "L2" else [planned]) if planned else []:
             part = packer.add(
                 SECTION_MEMORIES,
                 memory_block(cand.memory, option),
@@ -507,12 +511,12 @@ def select_and_render(
     for memory in listed:
         if memory.id not in kept_ids:
             continue
-        cand = by_cand.get(memory.id)
-        if cand is None:  # from the workspace's important / recent memories
-            cand = Candidate(
+        found = by_cand.get(memory.id)
+        if found is None:  # from the workspace's important / recent memories
+            found = Candidate(
                 memory, sources={"importance" if memory.id in engine.important_ids(max_catalog) else "recent"}
             )
-        item = _selected(cand, "L0", by_id[memory.id].tokens)
+        item = _selected(found, "L0", by_id[memory.id].tokens)
         item.reason = "catalog"
         selected.append(item)
         catalog_ids.append(memory.id)
