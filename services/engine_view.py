@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only: the engine imports most of s
     from .access_log import AccessLog
     from .config import Config
     from .engine import ChangeSummary
+    from .engine.memo import Memo
+    from .governance.report import GovernanceReport
     from .graph import LinkGraph
     from .index import MemoryIndex
     from .model import ContextResult, InvalidFile, Memory
@@ -49,6 +51,13 @@ class EngineView(Protocol):
     def progress(self) -> Progress | None: ...
     @property
     def problems(self) -> list[str]: ...
+    @property
+    def generation(self) -> int:
+        """Changes with every applied change batch: keys caches of derived data."""
+        ...
+
+    @property
+    def governance_reports(self) -> Memo[GovernanceReport]: ...
 
     # reads
     def execute_context_query(

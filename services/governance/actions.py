@@ -19,7 +19,8 @@ from .findings import GovernanceSettings
 from .report import governance_report, memory_snapshot
 
 if TYPE_CHECKING:
-    from ..engine import ChangeSummary, Engine
+    from ..engine import ChangeSummary
+    from ..engine_view import EngineView
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class GovernanceError(Exception):
     """A governance action that cannot be done (unknown id or fingerprint); the message says why."""
 
 
-def dismiss_finding(engine: Engine, fingerprint: str) -> dict[str, Any]:
+def dismiss_finding(engine: EngineView, fingerprint: str) -> dict[str, Any]:
     """Hide a finding until one of its files changes (its checksums are stored with it)."""
     report = governance_report(engine, include_dismissed=True, save=False)
     finding = next((f for f in report.findings if f.fingerprint == fingerprint), None)
@@ -59,7 +60,7 @@ class ActionResult:
         return dict(self.data)
 
 
-def archive(engine: Engine, memory_id: str) -> ActionResult:
+def archive(engine: EngineView, memory_id: str) -> ActionResult:
     """Move a memory to ``_archive/<its path>`` (excluded from context; ``unarchive`` undoes it)."""
     from ..writes import archive_memory
 
@@ -68,7 +69,7 @@ def archive(engine: Engine, memory_id: str) -> ActionResult:
     return ActionResult({"archived": memory_id, "from": src, "to": dst}, summary)
 
 
-def find_archived(engine: Engine, ref: str) -> str:
+def find_archived(engine: EngineView, ref: str) -> str:
     """The ``_archive/...`` path of an archived memory named by id, file stem, or path."""
     from ..ontology import ARCHIVE_FOLDER
     from ..workspace import load_memory
@@ -88,7 +89,7 @@ def find_archived(engine: Engine, ref: str) -> str:
     raise GovernanceError(f"no archived memory {ref!r} under {ARCHIVE_FOLDER}/")
 
 
-def unarchive(engine: Engine, ref: str) -> ActionResult:
+def unarchive(engine: EngineView, ref: str) -> ActionResult:
     """Move an archived memory back to where it was."""
     from ..writes import unarchive_memory
 
@@ -98,7 +99,7 @@ def unarchive(engine: Engine, ref: str) -> ActionResult:
     return ActionResult({"unarchived": memory.id if memory else ref, "from": src, "to": dst}, summary)
 
 
-def set_importance(engine: Engine, memory_id: str, value: float) -> ActionResult:
+def set_importance(engine: EngineView, memory_id: str, value: float) -> ActionResult:
     """Rewrite a memory's ``importance`` in its frontmatter (atomic; version bumped)."""
     from ..writes import set_importance as write_importance
 
@@ -107,7 +108,7 @@ def set_importance(engine: Engine, memory_id: str, value: float) -> ActionResult
     return ActionResult({"id": memory_id, "importance": round(float(value), 3), "path": rel}, summary)
 
 
-def expire_scratch(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
+def expire_scratch(engine: EngineView, now: datetime | None = None) -> list[dict[str, Any]]:
     """Archive scratch memories past ``governance.scratch_ttl_days`` (the scheduled scratch expiry)."""
     from ..writes import WriteRefused, archive_memory
 

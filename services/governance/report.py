@@ -24,7 +24,7 @@ from .dismissals import dismissed_path, is_dismissed, load_dismissed
 from .findings import KINDS, Finding, GovernanceInputs, GovernanceSettings
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from ..engine_view import EngineView
 
 REPORT_FILENAME = "governance.json"
 
@@ -87,12 +87,12 @@ def build_report(
     )
 
 
-def memory_snapshot(engine: Engine) -> list[Memory]:
+def memory_snapshot(engine: EngineView) -> list[Memory]:
     """The engine's memories, copied in one step (safe while the write thread changes the store)."""
     return sorted(list(engine.store.memories.values()), key=lambda m: m.id)
 
 
-def link_graph(engine: Engine) -> LinkGraph:
+def link_graph(engine: EngineView) -> LinkGraph:
     """The engine's link graph for its current store."""
     return engine.graph()
 
@@ -123,7 +123,7 @@ def centrality(graph: LinkGraph) -> tuple[dict[str, float], dict[str, int]]:
     return {node: ranks[i] for node, i in position.items()}, degree
 
 
-def gather_inputs(engine: Engine, settings: GovernanceSettings, now: datetime | None = None) -> GovernanceInputs:
+def gather_inputs(engine: EngineView, settings: GovernanceSettings, now: datetime | None = None) -> GovernanceInputs:
     memories = memory_snapshot(engine)
     loads = engine.access_log.counts_in_window(settings.decay_days) if engine.access_log is not None else {}
     ranks, degree = centrality(link_graph(engine))
@@ -132,7 +132,7 @@ def gather_inputs(engine: Engine, settings: GovernanceSettings, now: datetime | 
     )
 
 
-def _report_key(engine: Engine, include_dismissed: bool) -> tuple[Hashable, ...] | None:
+def _report_key(engine: EngineView, include_dismissed: bool) -> tuple[Hashable, ...] | None:
     """What a report depends on besides the clock: files (generation), loads (newest query), dismissals, config."""
     access_log = engine.access_log
     if access_log is None:
@@ -156,7 +156,7 @@ def _report_key(engine: Engine, include_dismissed: bool) -> tuple[Hashable, ...]
 
 
 def governance_report(
-    engine: Engine, *, include_dismissed: bool = False, now: datetime | None = None, save: bool = True
+    engine: EngineView, *, include_dismissed: bool = False, now: datetime | None = None, save: bool = True
 ) -> GovernanceReport:
     """Run governance on an engine's current state; keep the result in ``.ctxos/governance.json``.
 
@@ -177,7 +177,9 @@ def governance_report(
     return report
 
 
-def _compute_report(engine: Engine, *, include_dismissed: bool, now: datetime | None, save: bool) -> GovernanceReport:
+def _compute_report(
+    engine: EngineView, *, include_dismissed: bool, now: datetime | None, save: bool
+) -> GovernanceReport:
     settings = GovernanceSettings.from_config(engine.config)
     started = time.perf_counter()
     report = build_report(engine.root, gather_inputs(engine, settings, now), settings, include_dismissed)
