@@ -79,27 +79,32 @@ class SemanticScorer(Protocol):
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]: ...
 
 
-_LOWER_CACHE: dict[tuple[str, str], str] = {}
 LOWER_CACHE_MAX = 4000  # memories whose lowercased text is kept for phrase matching
-
-
-def _memory_text_lower(memory: Memory) -> str:
-    """The memory's text, lowercased (cached per id and checksum: candidates recur across queries)."""
-    key = (memory.id, memory.checksum)
-    text = _LOWER_CACHE.get(key)
-    if text is None:
-        if len(_LOWER_CACHE) >= LOWER_CACHE_MAX:
-            _LOWER_CACHE.clear()
-        text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
-        if memory.checksum:
-            _LOWER_CACHE[key] = text
-    return text
 
 
 class KeywordOverlapScorer:
     """Keyword coverage plus phrase overlap (no model; the default)."""
 
     name = "keyword-overlap"
+
+    def __init__(self) -> None:
+        # Each memory's text, lowercased, per (id, checksum): candidates recur across queries.
+        # The scorer belongs to one engine, so the cache does too; when full it is replaced
+        # whole, never cleared in place, so a query on another thread keeps the dict it read.
+        self._lower: dict[tuple[str, str], str] = {}
+
+    def _memory_text_lower(self, memory: Memory) -> str:
+        """The memory's text, lowercased (cached per id and checksum)."""
+        key = (memory.id, memory.checksum)
+        cache = self._lower
+        text = cache.get(key)
+        if text is None:
+            if len(cache) >= LOWER_CACHE_MAX:
+                cache = self._lower = {}
+            text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
+            if memory.checksum:
+                cache[key] = text
+        return text
 
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -111,7 +116,7 @@ class KeywordOverlapScorer:
                 elif tokens & cand.matched:
                     coverage += BODY_ONLY_CREDIT * weight
             if terms.phrases:
-                text = _memory_text_lower(cand.memory)
+                text = self._memory_text_lower(cand.memory)
                 phrase = sum(1 for p in terms.phrases if p in text) / len(terms.phrases)
                 value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
             else:

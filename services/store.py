@@ -40,9 +40,6 @@ class MemoryStore:
     """Memories by id (``memories``) and by path (``by_path``), invalid files by path."""
 
     def __init__(self) -> None:
-        self._clear()
-
-    def _clear(self) -> None:
         self.memories: dict[str, Memory] = {}
         self.by_path: dict[str, Memory] = {}
         self.invalid: dict[str, InvalidFile] = {}
@@ -161,14 +158,8 @@ class MemoryStore:
             changed.extend(self.remove_path(path))
         return changed
 
-    def replace_all(self, items: Iterable[Memory | InvalidFile]) -> None:
-        """Rebuild from a full scan (items in sorted path order), in place.
-
-        Readers on other threads would see the store empty for a moment: a
-        running engine builds a new store with :meth:`from_items` and swaps
-        the reference instead.
-        """
-        self._clear()
+    def _fill(self, items: Iterable[Memory | InvalidFile]) -> None:
+        """Fill a new, empty store from a full scan (items in sorted path order)."""
         items = list(items)
         named = [m for m in items if isinstance(m, Memory) and _named_by_path(m)]
         for memory in named:  # group stems first: each file is named once
@@ -188,9 +179,14 @@ class MemoryStore:
 
     @classmethod
     def from_items(cls, items: Iterable[Memory | InvalidFile]) -> MemoryStore:
-        """A new store from a full scan (items in sorted path order), for swapping in whole."""
+        """A new store from a full scan (items in sorted path order).
+
+        There is no in-place rebuild: a running engine builds the new store
+        here and swaps its reference in one assignment, so a query on another
+        thread sees the old store or the new one, never a half-filled one.
+        """
         store = cls()
-        store.replace_all(items)
+        store._fill(items)
         return store
 
     def add_items(self, items: Iterable[Memory | InvalidFile]) -> builtins.list[str]:

@@ -51,8 +51,7 @@ def memory_files(root: Path) -> dict[str, bytes]:
 
 
 def store_of(root: Path) -> MemoryStore:
-    store = MemoryStore()
-    store.replace_all(scan_workspace(root, load_config(root)))
+    store = MemoryStore.from_items(scan_workspace(root, load_config(root)))
     return store
 
 

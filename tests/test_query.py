@@ -340,3 +340,55 @@ def test_save_memory_and_log_session_are_indexed_at_once(engine):
     assert engine.get_skill(memory.id) is memory or engine.get_skill(memory.id).id == memory.id
     rel = engine.log_session("deployed v2", "all green")
     assert rel.startswith("02-daily/") and engine.store.get_by_path(rel) is not None
+
+
+def test_queries_during_a_rebuild_see_the_whole_store(make_workspace):
+    """Readers on other threads while ``rebuild_index`` runs see the old store or the new one, never a half-filled one.
+
+    Real engine, real Whoosh index, real threads: the rebuild builds a new store and swaps the reference
+    (filling the store in place fails this test: the sampler sees it part-filled).
+    """
+    import sys
+    import threading
+
+    n = 1000
+    files = {
+        f"05-resources/note-{i:04d}.md": f"---\nid: note-{i:04d}\nl0: Note {i} about otters\n---\nOtters {i}.\n"
+        for i in range(n)
+    }
+    engine = Engine(make_workspace(files))
+    engine.load()
+    expected = len(engine.store)
+    assert expected >= n
+    sizes: set[int] = set()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def sampler() -> None:  # what any reader would see of the store, as often as the GIL allows
+        while not stop.is_set():
+            sizes.add(len(engine.store.memories))
+
+    def querier() -> None:
+        while not stop.is_set():
+            try:
+                engine.execute_context_query("otters", 500, record_access=False)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so the readers run in the middle of a rebuild
+    threads = [threading.Thread(target=sampler), threading.Thread(target=querier)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(3):
+            engine.rebuild_index()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        sys.setswitchinterval(interval)
+        engine.close()
+    assert not errors, errors
+    assert sizes == {expected}

@@ -22,8 +22,7 @@ from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
 
 
 def scan(root: Path) -> MemoryStore:
-    store = MemoryStore()
-    store.replace_all(scan_workspace(root, load_config(root)))
+    store = MemoryStore.from_items(scan_workspace(root, load_config(root)))
     return store
 
 

@@ -15,8 +15,7 @@ from ctxos.services.workspace import init_workspace, iter_memory_paths, load_mem
 
 
 def scan(root: Path) -> MemoryStore:
-    store = MemoryStore()
-    store.replace_all(scan_workspace(root, load_config(root)))
+    store = MemoryStore.from_items(scan_workspace(root, load_config(root)))
     return store
 
 

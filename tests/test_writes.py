@@ -16,8 +16,7 @@ from ctxos.services.writes import WriteRefused
 
 def setup(root: Path):
     config = load_config(root)
-    store = MemoryStore()
-    store.replace_all(scan_workspace(root, config))
+    store = MemoryStore.from_items(scan_workspace(root, config))
     return store, config
 
 

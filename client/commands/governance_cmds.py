@@ -212,8 +212,7 @@ def cmd_lock(args: argparse.Namespace, protected: bool = True) -> int:
 
     root = require_workspace(resolve_workspace(args.workspace))
     config = load_config(root)
-    store = MemoryStore()
-    store.replace_all([m for m in scan_workspace(root, config) if isinstance(m, Memory)])
+    store = MemoryStore.from_items([m for m in scan_workspace(root, config) if isinstance(m, Memory)])
     try:
         rel = set_protected(root, store, config, args.id, protected)
     except WriteRefused as exc:
