@@ -162,3 +162,35 @@ def test_a_memory_sharing_no_word_is_found_by_the_vector_candidates(make_workspa
     assert result.semantic_model == "wordllama-l2-supercat-256"
     assert "→" in result.intent_reason
     engine.close()
+
+
+def test_similarity_is_the_cosine_around_the_rows_mean_and_follows_changes(make_workspace):
+    """Centred cosines equal the textbook formula on the real rows, before and after an edit and a removal;
+    free rows (left by a removal) never come back from ``nearest``."""
+    root = make_workspace(FILES)
+    engine = Engine(root)
+    engine.load()
+    vectors = engine.vectors
+
+    def expected(query):
+        matrix, ids, _ = vectors._state
+        live = {mid: matrix[row] for row, mid in enumerate(ids) if mid is not None}
+        mean = np.mean(list(live.values()), axis=0)
+        q = query - mean
+        return {mid: float((m - mean) @ q / (np.linalg.norm(m - mean) * np.linalg.norm(q))) for mid, m in live.items()}
+
+    query = vectors.embed_query("my truck broke down")
+    for step in ("loaded", "edited", "removed"):
+        got = vectors.similarities(query, ["car-battery", "cake", "postgres", "unknown"])
+        want = expected(query)
+        assert set(got) == set(want), step
+        assert all(abs(got[m] - want[m]) < 1e-4 for m in want), step
+        nearest = vectors.nearest(query, 10)
+        assert [m for m, _ in nearest] == sorted(want, key=lambda m: -want[m]), step
+        if step == "loaded":
+            write_files(root, {"05-resources/cake.md": FILES["05-resources/cake.md"].replace("Chocolate", "Lemon")})
+            engine.apply_changes([root / "05-resources/cake.md"])
+        elif step == "edited":
+            (root / "05-resources/postgres.md").unlink()
+            engine.apply_changes([root / "05-resources/postgres.md"])
+    engine.close()
