@@ -30,6 +30,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import sys
 import time
 from collections import deque
@@ -50,9 +51,11 @@ from watchdog.events import (
     FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
-    FileSystemEventHandler,
+    IgnorePolicy,
+    RegexMatchingEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import DaemonContext
@@ -90,31 +93,23 @@ EVENT_FILTER = [
     QueueOverflowEvent,
 ]
 
-_EDITOR_TEMP_SUFFIXES = (
-    "~",
-    ".swp",
-    ".swo",
-    ".swx",
-    ".swpx",
-    ".tmp",
-    ".temp",
-    ".part",
-    "___jb_tmp___",
-    "___jb_old___",
-    ".crswap",
-    ".kate-swp",
+# Temp, swap and backup files editors write around a save (vim, emacs, VS Code, JetBrains...): one
+# regex per kind of file name, matched against the last segment of a path.
+_EDITOR_TEMP_NAMES = (
+    r"4913",  # vim's "can I write here" probe
+    r"\.[^/]*",  # hidden temp files (.x.md.swp, .x.md.123.tmp), emacs locks (.#x.md)
+    r"~\$[^/]*",  # office owner files
+    r"#[^/]*#",  # emacs autosave
+    r"[^/]*(?:~|\.swp|\.swo|\.swx|\.swpx|\.tmp|\.temp|\.part|___jb_tmp___|___jb_old___|\.crswap|\.kate-swp)",
 )
+# The same as watchdog ignore regexes (matched from the start of the whole path, case-sensitive).
+EDITOR_TEMP_REGEXES = [rf"(?:.*/)?{name}\Z" for name in _EDITOR_TEMP_NAMES]
+_EDITOR_TEMP = [re.compile(regex) for regex in EDITOR_TEMP_REGEXES]
 
 
 def is_editor_temp(name: str) -> bool:
-    """Temp, swap and backup files editors write around a save (vim, emacs, VS Code, JetBrains...)."""
-    return (
-        name == "4913"  # vim's "can I write here" probe
-        or name.startswith((".#", "~$"))  # emacs lock, office owner files
-        or (name.startswith("#") and name.endswith("#"))  # emacs autosave
-        or name.endswith(_EDITOR_TEMP_SUFFIXES)
-        or name.startswith(".")  # hidden temp files (.x.md.swp, .x.md.123.tmp)
-    )
+    """True for a file name (or path) an editor writes around a save (see ``EDITOR_TEMP_REGEXES``)."""
+    return any(regex.match(name) for regex in _EDITOR_TEMP)
 
 
 class WatchFilter:
@@ -140,20 +135,26 @@ class WatchFilter:
         return None
 
 
-class _Handler(FileSystemEventHandler):
-    """Runs on watchdog's thread: reduce events to paths and hand them to the loop."""
+class _Handler(RegexMatchingEventHandler):
+    """Runs on watchdog's thread: reduce events to paths and hand them to the loop.
+
+    watchdog drops events whose paths are all editor temp files (``ignore_regexes``);
+    ``IgnorePolicy.ALL`` keeps a move with one such side (an atomic save renames
+    ``x.md.tmp`` over ``x.md``), and ``WatchFilter`` then keeps the paths that matter.
+    """
 
     def __init__(self, watcher: WatcherComponent) -> None:
-        super().__init__()
+        super().__init__(ignore_regexes=EDITOR_TEMP_REGEXES, case_sensitive=True, ignore_policy=IgnorePolicy.ALL)
         self._watcher = watcher
 
-    def dispatch(self, event: FileSystemEvent) -> None:
+    def on_any_event(self, event: FileSystemEvent) -> None:
         watcher = self._watcher
         if isinstance(event, QueueOverflowEvent):
             watcher.threadsafe_overflow()
             return
+        assert watcher.filter is not None  # set before the observer starts
         paths = []
-        for raw in (event.src_path, getattr(event, "dest_path", "")):
+        for raw in (event.src_path, event.dest_path):
             if raw:
                 rel = watcher.filter.relevant(os.fsdecode(raw), event.is_directory)
                 if rel is not None:
@@ -164,19 +165,21 @@ class _Handler(FileSystemEventHandler):
             watcher.threadsafe_add(paths, complete=not isinstance(event, (FileCreatedEvent, FileModifiedEvent)))
 
 
-def _make_observer(on_overflow_queue: bool = True) -> Any:
+def _make_observer(on_overflow_queue: bool = True) -> BaseObserver:
     """watchdog's native observer; on Linux, one that also reports inotify queue overflows.
 
     watchdog (7.x) repairs its own watches after ``IN_Q_OVERFLOW`` but tells the
-    handler nothing, while we must reconcile. We hook the watch group's
-    ``on_queue_overflow`` and queue a :class:`QueueOverflowEvent`. If a future
-    watchdog changes these internals the hook is skipped (with a log line) and
+    handler nothing, while we must reconcile, and it has no public hook for it.
+    The observer is built with watchdog's public ``emitter_class`` argument; the
+    emitter wraps its watch group's ``on_queue_overflow`` (the one private
+    attribute used here, ``_inotify``) and queues a :class:`QueueOverflowEvent`.
+    If a future watchdog changes that, the hook is skipped (with a log line) and
     watching still works.
     """
     if not (sys.platform.startswith("linux") and on_overflow_queue):
         return Observer()
     try:
-        from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
+        from watchdog.observers.inotify import InotifyEmitter
     except ImportError:  # pragma: no cover
         return Observer()
 
@@ -195,12 +198,7 @@ def _make_observer(on_overflow_queue: bool = True) -> Any:
 
             group.on_queue_overflow = on_queue_overflow
 
-    class OverflowReportingObserver(InotifyObserver):
-        def __init__(self) -> None:
-            super().__init__()
-            self._emitter_class = OverflowReportingEmitter
-
-    return OverflowReportingObserver()
+    return BaseObserver(emitter_class=OverflowReportingEmitter)
 
 
 class WatcherComponent:
@@ -210,9 +208,9 @@ class WatcherComponent:
 
     def __init__(self) -> None:
         self.ctx: DaemonContext | None = None
-        self.filter: WatchFilter | None = None  # type: ignore[assignment]
+        self.filter: WatchFilter | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._observer: Any = None
+        self._observer: BaseObserver | None = None
         self._pending: dict[str, float] = {}  # rel path -> monotonic time first seen (insertion = age order)
         self._writing: set[str] = set()  # pending paths whose last event was created/modified (not closed)
         self._last_event = 0.0  # monotonic time of the latest relevant event
