@@ -19,7 +19,7 @@ on another origin (visible in the ``Origin`` header). So:
   own ``Origin``: browsers always send it there, so a missing one means the
   request did not come from our page.
 
-The REST API (``rest_api.py``) reuses the same middleware through
+The REST API (``rest/``) reuses the same middleware through
 ``security_middleware``; it is installed once on the whole app.
 """
 

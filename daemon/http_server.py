@@ -3,7 +3,7 @@
 One aiohttp server on the daemon's event loop serves
 - ``/mcp``: MCP Streamable HTTP (the SDK's ASGI app through ``asgi_bridge``);
 - ``/sse`` + ``/messages/``: the legacy MCP SSE transport, for older clients;
-- ``/api/``: the REST API (``rest_api.add_routes``);
+- ``/api/``: the REST API (``rest/``, ``rest.add_routes``);
 - ``/``: the static web view (``daemon/web``); ``/login?code=`` turns a
   one-time code from ``ctxos open`` into the view's session cookie.
 
@@ -406,9 +406,9 @@ class HttpServerComponent:
 
     @staticmethod
     def _add_rest(app: web.Application, ctx: Any) -> None:
-        from . import rest_api
+        from . import rest
 
-        rest_api.add_routes(app, ctx)
+        rest.add_routes(app, ctx)
 
     @staticmethod
     def _add_web_view(app: web.Application) -> None:

@@ -320,6 +320,43 @@ class ImportRequest(Request):
     dry_run: bool = Field(False, description="only say what would happen")
 
 
+# ---------------------------------------------------------------- REST's own shapes (daemon/rest/)
+# The web page's routes put some parameters in the URL and name others its own way; these
+# models are those shapes, with the same limits and messages as the operations behind them.
+
+
+class MemoryListQuery(ListRequest):
+    """``GET /api/memories``: ``list``'s parameters plus ``q``, a filter on id, summary and tags."""
+
+    q: str | None = Field(None, max_length=MAX_QUERY_CHARS, description="only memories whose id, l0 or tags hold this")
+
+
+class UpdateMemoryBody(Request):
+    """``PUT /api/memories/{id}``: the version read (and its checksum) and the fields to change."""
+
+    version: int = Field(ge=1, description="the version you read; a newer one on disk is a 409")
+    checksum: str | None = Field(None, description="the checksum you read; another one on disk is a 409")
+    type: MemoryType | None = Field(None, description="memory type; decides the folder")
+    content: str | None = Field(None, description="the full text (L2), markdown")
+    l0: str | None = Field(None, min_length=1, description="one-line summary shown in the catalog")
+    l1: str | None = Field(None, description="a paragraph-length summary (L1 tier)")
+    tags: list[str] | None = Field(None, description="tags")
+    related: list[str] | None = Field(None, description="ids of related memories")
+    importance: float | None = Field(None, ge=0.0, le=1.0, description="0..1")
+    always_load: bool | None = Field(None, description="load it with every context, like a rule")
+
+    _l0_not_blank = field_validator("l0")(_not_blank)
+
+
+class GovernanceActionBody(Request):
+    """``POST /api/governance/actions``: what a person does about a finding."""
+
+    action: Literal["archive", "set_importance", "dismiss"] = Field(description="what to do")
+    memory_id: str | None = Field(None, min_length=1, description="the memory (archive, set_importance)")
+    finding_id: str | None = Field(None, min_length=1, description="the finding's fingerprint (dismiss)")
+    importance: float | None = Field(None, ge=0.0, le=1.0, description="the new importance (set_importance)")
+
+
 # ---------------------------------------------------------------- validation
 
 _TYPE_WORDS = {
@@ -387,11 +424,12 @@ def _describe(model: type[BaseModel], error: Any) -> str:
     return f"{loc}: {error['msg'].lower()} (got {_got(got)})"
 
 
-def validate(model: type[Request], params: Any) -> Request:
+def validate(model: type[Request], params: Any, *, strict: bool = True) -> Request:
     """``params`` checked against ``model``; a :class:`ContractError` names every bad parameter.
 
     ``params`` must be an object of named parameters (``None`` means none); a known parameter given
-    as ``null`` counts as absent.
+    as ``null`` counts as absent. ``strict=False`` is for text sources (a URL's query string or
+    path), where ``"5"`` is the only way to say 5; limits and messages are the same.
     """
     if params is None:
         params = {}
@@ -400,7 +438,7 @@ def validate(model: type[Request], params: Any) -> Request:
     # null is the same as leaving a known parameter out (its default applies), as JSON clients expect
     params = {k: v for k, v in params.items() if v is not None or k not in model.model_fields}
     try:
-        return model.model_validate(params)
+        return model.model_validate(params, strict=strict)
     except ValidationError as exc:
         messages = [_describe(model, error) for error in exc.errors(include_url=False)]
         raise ContractError("; ".join(messages), list(model.model_fields)) from None

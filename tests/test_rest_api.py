@@ -423,7 +423,7 @@ def test_token_is_required_when_configured(tmp_path: Path) -> None:
 
 
 def test_event_streams_are_capped(url: str) -> None:
-    from ctxos.daemon.rest_api import MAX_EVENT_CLIENTS
+    from ctxos.daemon.rest.events import MAX_EVENT_CLIENTS
 
     parsed = urllib.parse.urlsplit(url)
     conns = []

@@ -158,3 +158,43 @@ def graph(host: Host, req: schemas.GraphRequest) -> dict[str, Any]:
             "fingerprint": cmap.fingerprint,
         },
     }
+
+
+def finding_card(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding (``Finding.to_dict()``) with what a person can do about it, as the web page offers it.
+
+    Adds ``id`` (the fingerprint), ``memory_ids``, ``actions`` (what ``POST /api/governance/actions``
+    can do: archive, set_importance, dismiss), ``archive_ids``, a ``suggestion`` in words and, for
+    god nodes, ``suggested_importance``. The suggested action (``finding["action"]``, see
+    ``services/governance.py``) decides which.
+    """
+    suggested: dict[str, Any] = finding["action"] or {}
+    kind = suggested.get("action")
+    ids: list[str] = list(finding["ids"])
+    card = {**finding, "id": finding["fingerprint"], "memory_ids": ids}
+    actions: list[str] = []
+    archive_ids: list[str] = []
+    if kind == "archive":
+        archive_ids = list(suggested.get("ids") or ids)
+        card["suggestion"] = "archive " + ", ".join(archive_ids)
+    elif kind == "merge":
+        archive_ids = list(suggested.get("ids") or [])
+        card["suggestion"] = f"merge {', '.join(archive_ids)} into {suggested.get('into')}, then archive the rest"
+    elif kind == "set_importance":
+        card["suggested_importance"] = suggested.get("value")
+        card["suggestion"] = f"set the importance of {suggested.get('id')} to {suggested.get('value')}"
+        actions.append("set_importance")
+    elif kind == "review":
+        card["suggestion"] = "read both and decide which one holds; edit or archive the other"
+    elif kind == "fix":
+        card["suggestion"] = (
+            suggested.get("suggestion") or f"fix {suggested.get('path') or ', '.join(finding['paths'])} by hand"
+        )
+    if archive_ids:
+        actions.insert(0, "archive")
+    actions.append("dismiss")
+    card["archive_ids"] = archive_ids
+    card["actions"] = actions
+    if finding["command"]:
+        card["suggestion"] = (card.get("suggestion") or "") + f"  (CLI: {finding['command']})"
+    return card
