@@ -13,6 +13,18 @@ The SDK validates arguments with a model it derives from the function's
 signature and reports pydantic's own text; this swaps that step for the
 contract's (``FuncMetadata.validate_arguments`` is the SDK's documented seam:
 its fields are read live). The function keeps its typed signature for readers.
+
+Why the one private attribute (``mcp._tool_manager``), checked against the SDK's
+source (mcp 2.3): ``MCPServer`` has no public way to give a tool an input model.
+``add_tool(fn, ...)`` / ``@tool`` always derive the schema and the validating model
+from ``fn``'s signature; ``list_tools()`` returns copies (``MCPTool``), so changing
+them changes nothing; and the public ``middleware`` chain, which could refuse a
+call and rewrite ``tools/list``, is marked provisional ("the signature may change
+in a 2.x minor release"). So the registered ``Tool`` is fetched from the tool
+manager (the SDK itself does the same in ``MCPServer._tool_input_schema``), and a
+changed SDK fails loudly here (``bind_contract`` raises) instead of silently
+publishing another schema; tests/test_contracts.py compares what a real client
+is told with the models.
 """
 
 from __future__ import annotations

@@ -444,6 +444,35 @@ def validate(model: type[Request], params: Any, *, strict: bool = True) -> Reque
         raise ContractError("; ".join(messages), list(model.model_fields)) from None
 
 
+def _takes_text(annotation: Any) -> bool:
+    """Whether a field's type accepts a string as it is (``str``, a ``Literal`` of strings, or a union with one)."""
+    if annotation is str:
+        return True
+    args = get_args(annotation)
+    return any(isinstance(a, str) or _takes_text(a) for a in args)
+
+
+def from_text(model: type[Request], raw: dict[str, str]) -> dict[str, Any]:
+    """Params that arrived as text (a URL's query string or path) as the JSON values they spell.
+
+    For a field that does not take a string (a number, a boolean), a value that reads as a JSON
+    number or boolean becomes one (``"-1"`` -> ``-1``, ``"true"`` -> ``True``), so the contract
+    judges the value itself and says ``(got -1)`` exactly as it does over the socket; anything else
+    stays text and is refused in the same words. Text fields are left alone (an id ``"123"`` stays text).
+    """
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        field = model.model_fields.get(name)
+        if field is not None and not _takes_text(field.annotation):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = value
+            value = decoded if isinstance(decoded, (bool, int, float)) else value
+        out[name] = value
+    return out
+
+
 def input_schema(model: type[Request]) -> dict[str, Any]:
     """The JSON schema of a request (an MCP tool's ``inputSchema``, the REST docs)."""
     return model.model_json_schema()

@@ -32,7 +32,8 @@ LONG = "x" * (schemas.MAX_QUERY_CHARS + 1)
 
 
 # (case id, RPC method, params, exact message or None (= whatever the contract says), REST, MCP tool)
-# REST: ("POST", path) sends params as the JSON body; ("GET", path) sends them as the query string.
+# REST: ("POST", path) sends params as the JSON body; ("GET", path) sends them as the query string;
+# a ``{name}`` in the path is filled from that param (and taken out of the body or query).
 CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, str | None]] = [
     (
         "budget-negative",
@@ -105,7 +106,15 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
     ("memory-id-empty", "get_memory", {"id": ""}, "id: must not be empty", None, None),
     ("memory-unknown", "get_memory", {"id": "sourdough", "text": True}, "text: unknown parameter", None, None),
     ("list-type", "list", {"type": "poem"}, None, ("GET", "/api/memories"), None),
-    ("list-limit", "list", {"limit": -1}, "limit: must be at least 0 (got -1)", None, None),
+    ("list-limit", "list", {"limit": -1}, "limit: must be at least 0 (got -1)", ("GET", "/api/memories"), None),
+    (
+        "list-limit-word",
+        "list",
+        {"limit": "lots"},
+        'limit: must be a whole number (got "lots")',
+        ("GET", "/api/memories"),
+        None,
+    ),
     ("list-offset-word", "list", {"offset": "2"}, 'offset: must be a whole number (got "2")', None, None),
     (
         "save-importance",
@@ -152,7 +161,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
         "save_memory",
         {"type": "decision", "content": "c", "l0": "x", "expected_version": 0},
         "expected_version: must be at least 1 (got 0)",
-        None,
+        ("POST", "/api/memories"),
         "save_memory",
     ),
     (
@@ -192,13 +201,13 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
         None,
         None,
     ),
-    ("history-blank", "history", {"id": "  "}, "id: must not be empty", None, None),
+    ("history-blank", "history", {"id": "  "}, "id: must not be empty", ("GET", "/api/memories/{id}/history"), None),
     (
         "history-version-zero",
         "history_version",
         {"id": "sourdough", "n": 0},
         "n: must be at least 1 (got 0)",
-        None,
+        ("GET", "/api/memories/{id}/history/{n}"),
         None,
     ),
     (
@@ -206,7 +215,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
         "revert",
         {"id": "sourdough", "to": "first"},
         'to: must be a whole number (got "first")',
-        None,
+        ("POST", "/api/memories/{id}/revert"),
         None,
     ),
     ("review-limit", "review", {"limit": 0}, "limit: must be between 1 and 500 (got 0)", None, "review_memories"),
@@ -245,7 +254,15 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, tuple[str, str] | None, 
         "reject_proposal",
         {"id": "p1", "reason": 5},
         "reason: must be a string (got 5)",
+        ("POST", "/api/proposals/{id}/reject"),
         None,
+    ),
+    (
+        "proposals-all-word",
+        "proposals",
+        {"all": "maybe"},
+        'all: must be true or false (got "maybe")',
+        ("GET", "/api/proposals"),
         None,
     ),
     ("promote-type", "promote", {"path": "note.md", "type": "poem"}, None, None, None),
@@ -285,7 +302,18 @@ SCHEMAS = {
     "reject_proposal": schemas.RejectProposalRequest,
     "promote": schemas.PromoteRequest,
     "import": schemas.ImportRequest,
+    "proposals": schemas.ProposalsRequest,
 }
+
+
+def fill_path(template: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``/api/memories/{id}/history`` with ``id`` from ``params``; the other params are returned."""
+    rest = dict(params)
+    path = template
+    for name in list(rest):
+        if "{" + name + "}" in path:
+            path = path.replace("{" + name + "}", urllib.parse.quote(str(rest.pop(name)), safe=""))
+    return path, rest
 
 
 def contract_message(method: str, params: dict[str, Any]) -> str:
@@ -334,11 +362,12 @@ def test_each_transport_refuses_with_the_contract_message(
     assert socket_refusal.value.message == expected
 
     if rest is not None:
-        verb, path = rest
+        verb, template = rest
+        path, rest_params = fill_path(template, params)
         if verb == "GET":
-            result = http("GET", daemon.http_url + path + "?" + urllib.parse.urlencode(params))
+            result = http("GET", daemon.http_url + path + "?" + urllib.parse.urlencode(rest_params))
         else:
-            result = http(verb, daemon.http_url + path, params)
+            result = http(verb, daemon.http_url + path, rest_params)
         assert result.status == 400, (case_id, result.body)
         assert result.json()["error"]["message"] == expected
 
@@ -410,3 +439,42 @@ def test_cli_prints_the_same_budget_message(
         capsys.readouterr().err.strip()
         == f"ctxos: error: budget_tokens: must be between 1 and {schemas.MAX_BUDGET_TOKENS} (got {got})"
     )
+
+
+# REST's own bodies (daemon/rest/routes.py): the page names some fields its own way, with the same rules.
+REST_ONLY: list[tuple[str, str, str, dict[str, Any], type[schemas.Request]]] = [
+    ("update-version-missing", "PUT", "/api/memories/sourdough", {"l0": "x"}, schemas.UpdateMemoryBody),
+    ("update-version-word", "PUT", "/api/memories/sourdough", {"version": "1"}, schemas.UpdateMemoryBody),
+    ("update-importance", "PUT", "/api/memories/sourdough", {"version": 1, "importance": 3}, schemas.UpdateMemoryBody),
+    ("update-unknown", "PUT", "/api/memories/sourdough", {"version": 1, "colour": "red"}, schemas.UpdateMemoryBody),
+    ("action-unknown", "POST", "/api/governance/actions", {"action": "explode"}, schemas.GovernanceActionBody),
+    ("action-missing", "POST", "/api/governance/actions", {}, schemas.GovernanceActionBody),
+    (
+        "action-importance-word",
+        "POST",
+        "/api/governance/actions",
+        {"action": "set_importance", "memory_id": "sourdough", "importance": "high"},
+        schemas.GovernanceActionBody,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REST_ONLY, ids=[c[0] for c in REST_ONLY])
+def test_rest_bodies_refuse_in_the_contract_words(case, daemon: DaemonProcess) -> None:
+    _case_id, verb, path, body, model = case
+    with pytest.raises(schemas.ContractError) as refused:
+        schemas.validate(model, body)
+    result = http(verb, daemon.http_url + path, body)
+    assert result.status == 400, result.body
+    assert result.json()["error"]["message"] == refused.value.message
+
+
+def test_rest_index_gives_every_operation_route_its_model(daemon: DaemonProcess) -> None:
+    """GET /api/ is derived from the models: each endpoint that takes params publishes their schema."""
+    endpoints = {(e["method"], e["path"]): e for e in http("GET", daemon.http_url + "/api/").json()["endpoints"]}
+    assert endpoints[("GET", "/api/memories")]["query"] == schemas.input_schema(schemas.MemoryListQuery)
+    assert endpoints[("PUT", "/api/memories/{id}")]["body"] == schemas.input_schema(schemas.UpdateMemoryBody)
+    assert endpoints[("GET", "/api/memories/{id}/history/{n}")]["path_params"] == schemas.input_schema(
+        schemas.HistoryVersionRequest
+    )
+    assert endpoints[("POST", "/api/governance/actions")]["body"] == schemas.input_schema(schemas.GovernanceActionBody)

@@ -126,11 +126,13 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
 def checked(model: type[M], params: Mapping[str, Any], *, from_text: bool = False) -> M:
     """``params`` validated by ``model``: a 400 with the contract's message (the socket's and MCP's words).
 
-    ``from_text``: the values come from a query string or a path, where everything is text,
-    so ``"5"`` may be a whole number and ``"true"`` a boolean (JSON bodies stay strict).
+    ``from_text``: the values come from a query string or a path, where everything is text: a number
+    or a boolean is read from its JSON spelling first (``schemas.from_text``), then checked like a
+    JSON body's, so ``?limit=-1`` gets the socket's ``limit: must be at least 0 (got -1)``.
     """
+    values = schemas.from_text(model, dict(params)) if from_text else dict(params)
     try:
-        request = schemas.validate(model, dict(params), strict=not from_text)
+        request = schemas.validate(model, values, strict=not from_text)
     except schemas.ContractError as exc:
         raise ApiError(400, exc.message, {"allowed": exc.allowed}) from None
     assert isinstance(request, model)
