@@ -91,7 +91,7 @@ def use_case_handler(op: Operation[Any]) -> Handler:
     into the model without a second validation, and the context is the use case's host."""
 
     def handler(ctx: DaemonContext, params: dict[str, Any]) -> Any:
-        return op.run(ctx, op.request.model_construct(**params))
+        return op(ctx, op.request.model_construct(**params))
 
     handler.__doc__ = op.doc
     return handler

@@ -460,16 +460,16 @@ def from_text(model: type[Request], raw: dict[str, str]) -> dict[str, Any]:
     judges the value itself and says ``(got -1)`` exactly as it does over the socket; anything else
     stays text and is refused in the same words. Text fields are left alone (an id ``"123"`` stays text).
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(raw)
     for name, value in raw.items():
         field = model.model_fields.get(name)
         if field is not None and not _takes_text(field.annotation):
             try:
                 decoded = json.loads(value)
             except ValueError:
-                decoded = value
-            value = decoded if isinstance(decoded, (bool, int, float)) else value
-        out[name] = value
+                continue
+            if isinstance(decoded, (bool, int, float)):
+                out[name] = decoded
     return out
 
 

@@ -3,8 +3,8 @@
     transports (socket RPC, REST, MCP, CLI)  ->  services.api (this)  ->  engine  ->  files
 
 :data:`OPERATIONS` maps an operation's name (the socket RPC method) to its
-request model (``services/schemas.py``), the function that does it and how it
-must be run (a write is serialised with every other write; some reads may
+request model (``services/schemas.py``), the function that does it (typed by its
+response model, ``services/responses.py``) and how it must be run (a write is serialised with every other write; some reads may
 answer during a cold build). The daemon registers each one in its RPC registry
 (``daemon/components.py``) and runs it on its threads; REST and the MCP tools
 go through that registry; the CLI reaches it over the socket, or, with no
@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from .. import schemas
 from ..history import Actor, clean_client, scope
 from ..jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from ..responses import Response
 from . import agents, governance, history, intake, queries, writes
 from .host import Host
 
@@ -37,7 +38,7 @@ class Operation(Generic[R]):
 
     name: str
     request: type[R]
-    run: Callable[[Host, R], dict[str, Any]]
+    run: Callable[[Host, R], Response]  # typed by its response model (services/responses.py)
     write: bool = False  # serialised behind the host's single write lock
     partial_ok: bool = False  # a read that may answer from a cold build's first chunks
     wait_ready: bool = True  # False: answers while the engine loads (status)
@@ -47,13 +48,14 @@ class Operation(Generic[R]):
         return (self.run.__doc__ or "").strip()
 
     def __call__(self, host: Host, request: R) -> dict[str, Any]:
-        return self.run(host, request)
+        """Run it and answer the JSON its response model describes."""
+        return self.run(host, request).data()
 
 
 def _op(
     name: str,
     request: type[R],
-    run: Callable[[Host, R], dict[str, Any]],
+    run: Callable[[Host, R], Response],
     *,
     write: bool = False,
     partial_ok: bool = False,
@@ -122,7 +124,7 @@ def call(host: Host, name: str, params: Any = None, *, client: str | None = None
     op = operation(name)
     request = request_for(op, params)
     with scope(Actor(client=clean_client(client) or "unnamed client", tool=name)):
-        return op.run(host, request)
+        return op(host, request)
 
 
 __all__ = ["OPERATIONS", "Host", "Operation", "call", "operation", "request_for"]

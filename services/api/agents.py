@@ -29,6 +29,7 @@ from ..proposals import (
     load_proposal,
     reject,
 )
+from ..responses import FlagResponse, ProposalResponse, ProposalsResponse, ReviewResponse, answers
 from ..write_gate import WriteRefused
 from .host import Host
 from .writes import refused
@@ -50,6 +51,7 @@ def _topic_ids(host: Host, topic: str) -> dict[str, float]:
     return {h.id: h.score for h in hits}
 
 
+@answers(ReviewResponse)
 def review(host: Host, req: schemas.ReviewRequest) -> dict[str, Any]:
     """Governance findings about a topic (memories matching it by BM25), or all; with pending proposals."""
     topic = (req.topic or "").strip()
@@ -73,6 +75,7 @@ def review(host: Host, req: schemas.ReviewRequest) -> dict[str, Any]:
     }
 
 
+@answers(FlagResponse)
 def flag(host: Host, req: schemas.FlagRequest) -> dict[str, Any]:
     """Put a memory in the person's governance queue (stale, wrong, duplicate, conflict); the memory is not changed."""
     memory = host.engine.get_memory(req.id)
@@ -86,6 +89,7 @@ def flag(host: Host, req: schemas.FlagRequest) -> dict[str, Any]:
     return stored
 
 
+@answers(ProposalResponse)
 def propose_merge(host: Host, req: schemas.ProposeMergeRequest) -> dict[str, Any]:
     """Store a merge proposal (kept outside the served memory) for a person to accept or reject."""
     memories = _memories(host)
@@ -108,6 +112,7 @@ def propose_merge(host: Host, req: schemas.ProposeMergeRequest) -> dict[str, Any
     return describe(proposal, memories, diffs=True)
 
 
+@answers(ProposalsResponse)
 def proposals(host: Host, req: schemas.ProposalsRequest) -> dict[str, Any]:
     """Merge proposals waiting for a person (``all``: decided ones too), each marked stale or not."""
     items = list_proposals(host.engine.root, _memories(host), include_decided=req.all, diffs=req.diffs)
@@ -121,11 +126,13 @@ def _load(host: Host, proposal_id: str) -> Proposal:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
 
+@answers(ProposalResponse)
 def proposal(host: Host, req: schemas.ProposalIdRequest) -> dict[str, Any]:
     """One proposal with a unified diff from each source's current text to the merged text."""
     return describe(_load(host, req.id), _memories(host), diffs=True)
 
 
+@answers(ProposalResponse)
 def accept_proposal(host: Host, req: schemas.ProposalIdRequest) -> dict[str, Any]:
     """A person accepts: the merged memory is written through the write gate, the other sources archived."""
     _load(host, req.id)  # NOT_FOUND before anything else
@@ -140,6 +147,7 @@ def accept_proposal(host: Host, req: schemas.ProposalIdRequest) -> dict[str, Any
     return result
 
 
+@answers(ProposalResponse)
 def reject_proposal(host: Host, req: schemas.RejectProposalRequest) -> dict[str, Any]:
     """A person rejects a proposal; no memory changes."""
     _load(host, req.id)

@@ -17,6 +17,7 @@ from ..engine_view import loaded_access_log
 from ..graph_layout import layout_for
 from ..health import HealthSettings, compute_health, health_inputs
 from ..jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
+from ..responses import ActionResponse, GovernanceResponse, GraphResponse, HealthResponse, answers
 from ..router import regenerate_router as regenerate
 from ..write_gate import WriteRefused
 from .host import Host
@@ -34,6 +35,7 @@ def _require(host: Host, memory_id: str) -> None:
         raise RpcError(NOT_FOUND, f"no memory with id {memory_id!r}")
 
 
+@answers(GovernanceResponse)
 def governance(host: Host, req: schemas.GovernanceRequest) -> dict[str, Any]:
     """Findings that need a person's judgment (decay, conflicts, near-duplicates, god nodes, scratch, invalid)."""
     if req.kind is not None and req.kind not in gov.KINDS:
@@ -44,6 +46,7 @@ def governance(host: Host, req: schemas.GovernanceRequest) -> dict[str, Any]:
     return data
 
 
+@answers(HealthResponse)
 def health(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     """The 0-100 health score, each part with what would raise it."""
     engine = host.engine
@@ -59,6 +62,7 @@ def health(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     ).to_dict()
 
 
+@answers(ActionResponse)
 def archive(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
     """Move a memory to ``_archive/`` (kept, excluded from context; ``unarchive`` undoes it)."""
     _require(host, req.id)
@@ -68,6 +72,7 @@ def archive(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
         raise refused(exc) from None
 
 
+@answers(ActionResponse)
 def unarchive(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
     """Move an archived memory (by id, file stem or ``_archive/`` path) back where it was."""
     try:
@@ -78,6 +83,7 @@ def unarchive(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
         raise refused(exc) from None
 
 
+@answers(ActionResponse)
 def set_importance(host: Host, req: schemas.SetImportanceRequest) -> dict[str, Any]:
     """Set a memory's ``importance`` (0.0-1.0) in its frontmatter."""
     _require(host, req.id)
@@ -87,6 +93,7 @@ def set_importance(host: Host, req: schemas.SetImportanceRequest) -> dict[str, A
         raise refused(exc) from None
 
 
+@answers(ActionResponse)
 def dismiss(host: Host, req: schemas.DismissRequest) -> dict[str, Any]:
     """Hide a finding by fingerprint until one of its files changes."""
     try:
@@ -95,6 +102,7 @@ def dismiss(host: Host, req: schemas.DismissRequest) -> dict[str, Any]:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
 
+@answers(ActionResponse)
 def regenerate_router(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     """Regenerate router files (claude.md, _index.yaml, adapters in registered projects); unchanged ones are left alone."""
     try:
@@ -103,6 +111,7 @@ def regenerate_router(host: Host, req: schemas.NoParams) -> dict[str, Any]:
         raise RpcError(INVALID_PARAMS, str(exc)) from None
 
 
+@answers(GraphResponse)
 def graph(host: Host, req: schemas.GraphRequest) -> dict[str, Any]:
     """Nodes (id, title, type, community, authority, degree; x/y with ``layout``), edges, dangling links,
     named communities (``communities``: id, name, terms, size, top_members) and ``community_stats``."""

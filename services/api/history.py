@@ -14,11 +14,13 @@ from ..engine import ChangeSummary
 from ..history import HistoryError, memory_history, memory_version
 from ..history import revert as revert_version
 from ..jsonrpc import NOT_FOUND, RpcError
+from ..responses import HistoryResponse, RevertResponse, VersionResponse, answers
 from ..write_gate import WriteRefused
 from .host import Host
 from .writes import refused
 
 
+@answers(HistoryResponse)
 def history(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
     """A memory's versions, newest first: number, when, who, tool, summary (git commits or the journal)."""
     try:
@@ -27,6 +29,7 @@ def history(host: Host, req: schemas.MemoryRefRequest) -> dict[str, Any]:
         raise RpcError(NOT_FOUND, str(exc)) from None
 
 
+@answers(VersionResponse)
 def history_version(host: Host, req: schemas.HistoryVersionRequest) -> dict[str, Any]:
     """One version's full text, its diff against the version before it and against the file now."""
     try:
@@ -35,6 +38,7 @@ def history_version(host: Host, req: schemas.HistoryVersionRequest) -> dict[str,
         raise RpcError(NOT_FOUND, str(exc)) from None
 
 
+@answers(RevertResponse)
 def revert(host: Host, req: schemas.RevertRequest) -> dict[str, Any]:
     """Restore version ``to`` of a memory as a new version, through the write gate (protected: refused)."""
     try:

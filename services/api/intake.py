@@ -17,17 +17,20 @@ from ..importers import ImportError_, run_import
 from ..inbox import list_inbox
 from ..inbox import promote as promote_file
 from ..jsonrpc import INVALID_PARAMS, RpcError
+from ..responses import InboxResponse, IntakeResponse, answers
 from ..write_gate import WriteRefused
 from .host import Host
 from .writes import publish, refused
 
 
+@answers(InboxResponse)
 def inbox(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     """Files waiting in ``inbox/``, each with the one line it would get (or why it cannot be promoted)."""
     items = list_inbox(host.engine.root, host.engine.config)
     return {"items": [item.to_dict() for item in items], "count": len(items)}
 
 
+@answers(IntakeResponse)
 def promote(host: Host, req: schemas.PromoteRequest) -> dict[str, Any]:
     """Move an inbox file into the ontology folder of ``type``, its frontmatter filled in (write gate)."""
     engine = host.engine
@@ -39,6 +42,7 @@ def promote(host: Host, req: schemas.PromoteRequest) -> dict[str, Any]:
     return result.to_dict()
 
 
+@answers(IntakeResponse)
 def import_path(host: Host, req: schemas.ImportRequest) -> dict[str, Any]:
     """What an import of ``path`` does (``dry_run: true``: the plan only) and what it did."""
     engine = host.engine

@@ -14,11 +14,21 @@ from .. import schemas
 from ..communities import community_of_memory
 from ..jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
 from ..query import QueryError
+from ..responses import (
+    ContextResponse,
+    DoctorResponse,
+    ListResponse,
+    MemoryResponse,
+    SkillResponse,
+    StatusResponse,
+    answers,
+)
 from ..save_warnings import never_at_l1
 from ..skill_lookup import SkillLookupError
 from .host import Host
 
 
+@answers(StatusResponse)
 def status(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     """Daemon and index state: pid, uptime, workspace, memories, invalid files, pending events, index lag, jobs."""
     data = host.daemon_status()
@@ -70,11 +80,13 @@ def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> 
     return result
 
 
+@answers(ContextResponse)
 def get_context(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
     """The context for a query within a token budget (records the access: this is what agents load)."""
     return _run_query(host, req, record_access=True)
 
 
+@answers(ContextResponse)
 def simulate(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
     """Exactly ``get_context``, without recording an access (a person trying queries).
 
@@ -88,6 +100,7 @@ def simulate(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
     return result
 
 
+@answers(MemoryResponse)
 def get_memory(host: Host, req: schemas.GetMemoryRequest) -> dict[str, Any]:
     """One memory with its text; ``tier`` (L0/L1/L2) adds ``text`` rendered at that tier."""
     memory = host.engine.get_memory(req.id)
@@ -100,6 +113,7 @@ def get_memory(host: Host, req: schemas.GetMemoryRequest) -> dict[str, Any]:
     return data
 
 
+@answers(ListResponse)
 def list_memories(host: Host, req: schemas.ListRequest) -> dict[str, Any]:
     """Every memory's metadata (no text), optionally of one ``type``; ``invalid`` lists skipped files."""
     memories = host.engine.list_memories(req.type)
@@ -113,6 +127,7 @@ def list_memories(host: Host, req: schemas.ListRequest) -> dict[str, Any]:
     }
 
 
+@answers(SkillResponse)
 def get_skill(host: Host, req: schemas.GetSkillRequest) -> dict[str, Any]:
     """A skill in full, by its exact id, file name or title (any case); never a near miss.
 
@@ -127,6 +142,7 @@ def get_skill(host: Host, req: schemas.GetSkillRequest) -> dict[str, Any]:
     return {**match.memory.to_dict(include_text=True), "matched": True, "matched_by": match.matched_by}
 
 
+@answers(DoctorResponse)
 def doctor(host: Host, req: schemas.NoParams) -> dict[str, Any]:
     """Files that were skipped, each with its reason, a broken ``_config.yaml`` if any, and memories whose
     L1 can never fit the default budget (``never_load_at_l1``)."""

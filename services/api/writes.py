@@ -16,6 +16,7 @@ from ..engine import ChangeSummary
 from ..engine_view import loaded_index
 from ..jsonrpc import WRITE_REFUSED, RpcError
 from ..model import Memory
+from ..responses import LogSessionResponse, ReindexResponse, SaveResponse, answers
 from ..save_warnings import save_warnings
 from ..write_gate import WriteConflict, WriteRefused
 from .host import Host
@@ -34,6 +35,7 @@ def publish(host: Host, summary: ChangeSummary) -> None:
         host.publish_change(summary)
 
 
+@answers(SaveResponse)
 def save_memory(host: Host, req: schemas.SaveMemoryRequest) -> dict[str, Any]:
     """Create or update a memory through the write rules; indexed before it returns."""
     fields = req.params()
@@ -65,6 +67,7 @@ def _warnings(host: Host, saved: Memory, raw_l0: str) -> list[dict[str, Any]]:
         return []
 
 
+@answers(LogSessionResponse)
 def log_session(host: Host, req: schemas.LogSessionRequest) -> dict[str, Any]:
     """Append a timestamped line to today's session log."""
     engine = host.engine
@@ -77,6 +80,7 @@ def log_session(host: Host, req: schemas.LogSessionRequest) -> dict[str, Any]:
     return {"path": str(rel_path), "event": req.event, "id": memory.id if memory else None}
 
 
+@answers(ReindexResponse)
 def reindex(host: Host, req: schemas.ReindexRequest) -> dict[str, Any]:
     """Compare files with the index and apply the difference; ``full: true`` rebuilds the index from scratch."""
     engine = host.engine
