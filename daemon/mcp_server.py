@@ -13,7 +13,7 @@ the engine gave, so the agent can correct itself.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from ctxos.services import schemas
 from ctxos.services.jsonrpc import INTERNAL_ERROR, BackendError, RpcError, json_default
@@ -23,6 +23,9 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from .mcp_contracts import bind_contract
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import DaemonContext
 
 log = logging.getLogger("ctxos.mcp")
 
@@ -56,7 +59,7 @@ class Backend(Protocol):
 class RegistryBackend:
     """The daemon's own RPC registry, called in-process (no socket hop)."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: DaemonContext) -> None:
         self.ctx = ctx
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:

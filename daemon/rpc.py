@@ -202,10 +202,10 @@ async def _federated_lookup(ctx: DaemonContext, method: str, params: dict[str, A
     ``workspace``, as federated memories do in ``get_context``.
     """
     reason = local.data.get("reason") if isinstance(local.data, dict) else None
-    holder = getattr(ctx, "workspaces", None)
+    holder = ctx.workspaces
     if holder is None or reason not in (None, "not_found"):
         return None
-    for name, _engine in list(getattr(ctx.engine, "federated", None) or ()):
+    for name, _engine in list(ctx.engine.federated):
         other = holder.get(name)
         if other is None or other is ctx:
             continue
@@ -233,11 +233,11 @@ def route_workspace(
         return ctx, params
     rest = {k: v for k, v in params.items() if k != "workspace"}
     name = params["workspace"]
-    if name is None or name == "" or name == getattr(ctx, "name", None):
+    if name is None or name == "" or name == ctx.name:
         return ctx, rest
     if not isinstance(name, str):
         raise RpcError(INVALID_PARAMS, "parameter 'workspace' must be a string (a registered workspace name)")
-    holder = getattr(ctx, "workspaces", None) if allow_other else None
+    holder = ctx.workspaces if allow_other else None
     target = holder.get(name) if holder is not None else None
     if target is None:
         served = sorted(c.name for c in holder.contexts() if c.name) if holder is not None else []

@@ -55,6 +55,9 @@ class EngineState:
         self._semantic_setting: str | None = None
         self._semantic_problem: str | None = None
         self.problems: list[str] = []
+        # The per-user daemon sets this (daemon/workspaces.py): (name, engine) of each workspace this
+        # one federates, in order; queries join their candidates (services/federation.py).
+        self.federated: list[tuple[str, EngineState]] = []
         self._generation = 0
         self._derived_lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
