@@ -22,10 +22,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import malloc_tune
 from .rpc import RpcRegistry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxos.services.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class DaemonContext:
     def __init__(
         self,
         root: Path,
-        engine: Any,
+        engine: Engine,
         *,
         options: DaemonOptions | None = None,
         rpc: RpcRegistry | None = None,
