@@ -198,7 +198,9 @@ class ContextResult:
             "selected": [s.to_dict() for s in self.selected],
             "catalog_ids": list(self.catalog_ids),
             "catalog_omitted": self.catalog_omitted,
-            "weights": dict(self.weights),
+            "weights": {
+                k: round(v, 6) for k, v in self.weights.items()
+            },  # normalised rows: 0.3, not 0.30000000000000004
             "intent_reason": self.intent_reason,
             "semantic_model": self.semantic_model,
             "rendered": self.rendered,

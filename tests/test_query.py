@@ -13,7 +13,7 @@ from ctxos.services.access_log import AccessLog
 from ctxos.services.engine import Engine
 from ctxos.services.graph import build_graph
 from ctxos.services.intent import detect_intent, expand_query
-from ctxos.services.model import SIGNALS, Memory
+from ctxos.services.model import SIGNALS, ContextResult, Memory
 from ctxos.services.query import QueryError
 from ctxos.services.render import SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES
 from ctxos.services.signals import normalise_weights, recency_signal
@@ -118,6 +118,23 @@ def test_shares_sum_to_score_and_signals_are_bounded(engine):
         assert set(item.signals) == set(SIGNALS)
         assert all(0.0 <= v <= 1.0 for v in item.signals.values())
         assert abs(sum(item.shares.values()) - item.score) < 1e-9
+
+
+def test_weights_are_reported_rounded():
+    """A normalised row is 0.3 in JSON (REST, MCP, ``simulate --json``), not 0.29999999999999993."""
+    row = normalise_weights(
+        {"semantic": 0.1, "bm25": 0.2, "graph": 0.3, "recency": 0.1, "importance": 0.2, "frequency": 0.1}
+    )
+    assert row["graph"] != 0.3  # the float arithmetic the output must hide
+    result = ContextResult("q", "default", [], 100, 0, [], [], 0, "", weights=row)
+    assert result.to_dict()["weights"] == {
+        "semantic": 0.1,
+        "bm25": 0.2,
+        "graph": 0.3,
+        "recency": 0.1,
+        "importance": 0.2,
+        "frequency": 0.1,
+    }
 
 
 def test_tight_budget_falls_back_to_l1_then_catalog(engine):

@@ -105,6 +105,15 @@ def test_graph_renders_every_memory(page: Any, url: str) -> None:
     communities = {n["community"] for n in graph["nodes"]}
     assert page.locator("#graph-legend .legend-item").count() == len(communities)
     names = [page.locator("#graph-legend .legend-name").nth(i).inner_text() for i in range(len(communities))]
+    # Counts read as words: "1 community", never "1 communities".
+    assert page.evaluate("[count(1, 'memory', 'memories'), count(2, 'memory', 'memories')]") == [
+        "1 memory",
+        "2 memories",
+    ]
+    known = {n["community"] for n in graph["nodes"] if n["community"] is not None and n["community"] >= 0}
+    stats = page.locator("#graph-stats").inner_text()
+    assert stats.startswith(f"{len(memories)} memories · {len(graph['edges'])} links · ")
+    assert stats.endswith(f"{len(known)} community" if len(known) == 1 else f"{len(known)} communities")
     assert names == [c["name"] for c in graph["communities"]] and not any(n.startswith("community ") for n in names)
     # Coloured by community: the Rust cluster shares one colour, the baking one another.
     colour = "(id) => state.cy.$id(id).data('colour')"

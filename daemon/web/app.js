@@ -62,6 +62,11 @@ function fmt(n, digits = 3) {
   return typeof n === "number" ? n.toFixed(digits) : "–";
 }
 
+// "1 memory", "2 memories": every count the page prints goes through here.
+function count(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 function communityColour(c) {
   if (c === null || c === undefined || c < 0) return "#cbd2dc";
   if (c < PALETTE.length) return PALETTE[c];
@@ -299,9 +304,9 @@ function renderSimulation(r) {
     el("span", { class: "pill", title: r.intent_reason || "" }, "intent ", el("b", { id: "sim-intent-detected", text: r.intent })),
     el("span", { class: "muted", id: "sim-intent-reason", text: r.intent_reason || "" }),
     el("span", { class: "pill", id: "sim-semantic-model" }, "semantic ", el("b", { text: r.semantic_model || "?" })),
-    el("span", { class: "pill" }, el("b", { text: `${r.tokens_used}` }), ` / ${r.budget_tokens} tokens `,
+    el("span", { class: "pill" }, el("b", { text: `${r.tokens_used}` }), ` / ${count(r.budget_tokens, "token", "tokens")} `,
       el("span", { class: "meter" }, el("i", { style: `width:${pct}%` }))),
-    el("span", { class: "pill" }, el("b", { text: String(r.selected.length) }), " memories"),
+    el("span", { class: "pill" }, el("b", { text: String(r.selected.length) }), r.selected.length === 1 ? " memory" : " memories"),
     el("span", { class: "muted", text: `expanded: ${(r.expanded_query || []).join(" ")}` }),
     el("span", { class: "muted", text: `${fmt(r.elapsed_ms, 1)} ms` }));
   const tbody = $("#sim-table tbody");
@@ -324,8 +329,8 @@ function renderSimulation(r) {
   if (!r.selected.length) tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No memory matched this query." })));
   const catalog = r.catalog_ids || [];
   $("#sim-catalog").textContent = catalog.length || r.catalog_omitted
-    ? `L0 catalog: ${catalog.length} one-line ${catalog.length === 1 ? "entry" : "entries"}` +
-      (r.catalog_omitted ? `; ${r.catalog_omitted} other memories not listed` : "")
+    ? `L0 catalog: ${count(catalog.length, "one-line entry", "one-line entries")}` +
+      (r.catalog_omitted ? `; ${count(r.catalog_omitted, "other memory", "other memories")} not listed` : "")
     : "";
   $("#sim-rendered").textContent = r.rendered;
 }
@@ -417,7 +422,7 @@ function renderGraph() {
   if (!few) state.cy.on("zoom", updateZoomLabels);
   updateZoomLabels();
   const communities = new Set(g.nodes.map((n) => n.community).filter((c) => c !== null && c !== undefined && c >= 0));
-  $("#graph-stats").textContent = `${g.nodes.length} memories · ${g.edges.length} links · ${communities.size} communities`;
+  $("#graph-stats").textContent = [count(g.nodes.length, "memory", "memories"), count(g.edges.length, "link", "links"), count(communities.size, "community", "communities")].join(" · ");
   $("#graph-canvas").dataset.nodes = String(state.cy.nodes(".memory").length);
   $("#graph-canvas").dataset.edges = String(state.cy.edges().length);
   fillGraphFilters();
@@ -648,8 +653,8 @@ async function loadGovernance() {
   const waiting = findings.length + pending.length;
   $("#gov-count").textContent = waiting ? String(waiting) : "";
   $("#gov-summary").textContent = waiting
-    ? `${findings.length} finding${findings.length === 1 ? "" : "s"}` +
-      (pending.length ? ` and ${pending.length} merge proposal${pending.length === 1 ? "" : "s"}` : "") + " waiting for your judgment"
+    ? count(findings.length, "finding", "findings") +
+      (pending.length ? ` and ${count(pending.length, "merge proposal", "merge proposals")}` : "") + " waiting for your judgment"
     : "Nothing needs your judgment.";
   const props = $("#gov-proposals");
   props.replaceChildren(...pending.map(proposalCard));

@@ -6,7 +6,7 @@
  * changed as a diff (or how it differs from the file now), and restores one
  * through POST /api/memories/{id}/revert: a new version, written by the same
  * write gate as every save (a protected memory or a newer edit on disk is
- * refused, and said so). Uses app.js's helpers: $, el, api, state, openMemory.
+ * refused, and said so). Uses app.js's helpers: $, el, api, state, openMemory, count.
  */
 "use strict";
 
@@ -59,7 +59,7 @@
 
   function render(data) {
     const where = { git: "git commits", journal: "journal in .ctxos/", off: "history is off" }[data.mode] || data.mode;
-    $("#history-count").textContent = `${versions.length} version${versions.length === 1 ? "" : "s"} · ${where}`;
+    $("#history-count").textContent = `${count(versions.length, "version", "versions")} · ${where}`;
     const tbody = $("#history-table tbody");
     tbody.replaceChildren();
     const newest = versions.length ? versions[0].n : null;
