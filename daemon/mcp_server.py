@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from ctxos.services import schemas
 from ctxos.services.jsonrpc import INTERNAL_ERROR, BackendError, RpcError, json_default
+from ctxos.services.responses import SkillResponse
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, TextContent
@@ -85,6 +86,8 @@ def _jsonable(value: Any, default: Any) -> Any:
 
 
 # ---------------------------------------------------------------- outputs
+# What agents are told a tool returns: a view of the operation's response (services/responses.py),
+# built from its data by these models' own fields (anything else in the answer is left out).
 
 
 class SelectedMemoryOut(BaseModel):
@@ -239,21 +242,7 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         query: str, budget_tokens: int | None = None, intent: str | None = None
     ) -> Annotated[CallToolResult, ContextOut]:
         result = await _call(backend, "get_context", {"query": query, "budget_tokens": budget_tokens, "intent": intent})
-        out = ContextOut(
-            rendered=result["rendered"],
-            query=result["query"],
-            intent=result["intent"],
-            expanded_query=list(result.get("expanded_query", [])),
-            budget_tokens=int(result["budget_tokens"]),
-            tokens_used=int(result["tokens_used"]),
-            selected=[
-                SelectedMemoryOut(**{k: s[k] for k in SelectedMemoryOut.model_fields if k in s})
-                for s in result.get("selected", [])
-            ],
-            catalog_ids=list(result.get("catalog_ids", [])),
-            catalog_omitted=int(result.get("catalog_omitted", 0)),
-            elapsed_ms=float(result.get("elapsed_ms", 0.0)),
-        )
+        out = ContextOut.model_validate(result)  # the agent view: ContextResponse without diagnostics
         return _tool_result(out.rendered, out)
 
     @mcp.tool(
@@ -295,13 +284,7 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         if workspace:
             params["workspace"] = workspace
         result = await _call(backend, "save_memory", params)
-        out = SaveOut(
-            id=result["id"],
-            path=result["path"],
-            version=int(result["version"]),
-            created=bool(result["created"]),
-            warnings=[SaveWarningOut(**w) for w in result.get("warnings") or []],
-        )
+        out = SaveOut.model_validate(result)
         verb = "Created" if out.created else "Updated"
         text = f"{verb} memory {out.id} (version {out.version}) at {out.path}"
         if out.warnings:
@@ -320,21 +303,9 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
     )
     async def get_skill(name: str) -> Annotated[CallToolResult, SkillOut]:
         result = await _call(backend, "get_skill", {"name": name})
-        memory = result.get("memory", result) if isinstance(result, dict) else result
-        if not memory or memory.get("type") != "skill" or memory.get("matched") is not True:
-            raise ToolError(f"no skill named {name!r}")  # the RPC method never answers this way
-        out = SkillOut(
-            matched=True,
-            matched_by=memory.get("matched_by", "id"),
-            id=memory["id"],
-            title=memory.get("title") or memory["id"],
-            l0=memory.get("l0", ""),
-            path=memory["path"],
-            version=int(memory.get("version", 1)),
-            tags=list(memory.get("tags", [])),
-            text=_memory_text(memory),
-            workspace=memory.get("workspace"),
-        )
+        skill = SkillResponse.model_validate(result)  # the get_skill use case's answer
+        memory = skill.data()
+        out = SkillOut.model_validate({**memory, "title": skill.title or skill.id, "text": _memory_text(memory)})
         return _tool_result(_render_memory(memory), out)
 
     @mcp.tool(
@@ -345,9 +316,8 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
         event: str, details: str | None = None, ctx: Context | None = None
     ) -> Annotated[CallToolResult, LogOut]:
         result = await _call(backend, "log_session", {"event": event, "details": details, "_client": client_label(ctx)})
-        path = result["path"] if isinstance(result, dict) else str(result)
-        out = LogOut(path=path, event=event)
-        return _tool_result(f"Logged to {path}", out)
+        out = LogOut.model_validate(result)
+        return _tool_result(f"Logged to {out.path}", out)
 
     @mcp.resource(
         "memory://{id}",

@@ -86,6 +86,8 @@ class MemoryMeta(Item):
     type: str
     path: str
     l0: str
+    title: str | None = Field(None, description="the frontmatter's title, if any")
+    display_title: str = Field(description="what a list shows: the title, else a readable id")
     importance: float
     tags: list[str]
     version: int
