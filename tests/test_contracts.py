@@ -18,9 +18,12 @@ from typing import Any
 import anyio
 import pytest
 from ctxos.client import RpcCallError
+from ctxos.client.backend import InProcessBackend
 from ctxos.client.cli import main as ctxos_main
-from ctxos.daemon.rpc import INVALID_PARAMS
 from ctxos.services import schemas
+from ctxos.services.api import OPERATIONS
+from ctxos.services.jsonrpc import INVALID_PARAMS
+from ctxos.services.workspace import init_workspace
 from daemon_helpers import DaemonProcess
 from mcp_helpers import mcp_http_client
 from web_helpers import http, http_daemon
@@ -478,3 +481,31 @@ def test_rest_index_gives_every_operation_route_its_model(daemon: DaemonProcess)
         schemas.HistoryVersionRequest
     )
     assert endpoints[("POST", "/api/governance/actions")]["body"] == schemas.input_schema(schemas.GovernanceActionBody)
+
+
+@pytest.mark.parametrize("method", sorted(OPERATIONS))
+def test_every_operation_refuses_an_unknown_parameter_on_the_socket_and_in_process(
+    method: str, daemon: DaemonProcess, in_process: InProcessBackend
+) -> None:
+    """Each use case (services/api.OPERATIONS) is guarded by its model, through the daemon's socket and
+    through the CLI's in-process fallback alike, with the same words."""
+    with pytest.raises(schemas.ContractError) as contract:
+        schemas.validate(OPERATIONS[method].request, {"bogus": 1})
+    expected = contract.value.message
+    assert "bogus: unknown parameter" in expected
+    with pytest.raises(RpcCallError) as socket_refusal:
+        daemon.call(method, bogus=1)
+    with pytest.raises(RpcCallError) as local_refusal:
+        in_process.call(method, {"bogus": 1})
+    assert socket_refusal.value.code == local_refusal.value.code == INVALID_PARAMS
+    assert socket_refusal.value.message == local_refusal.value.message == expected
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBackend]:
+    """The CLI's in-process backend on its own copy of a workspace (no daemon runs for it)."""
+    root = tmp_path_factory.mktemp("in-process") / "ws"
+    init_workspace(root)
+    backend = InProcessBackend(root)
+    yield backend
+    backend.close()
