@@ -1,11 +1,13 @@
 """JSON-RPC 2.0: the method registry and message handling, independent of transport.
 
-The Unix socket server (``ipc_server.py``), the in-process backend
-(``client/backend.py``) and any HTTP front end share this one registry, so a
-method behaves the same whichever way it is reached. Handlers are plain sync
-functions ``handler(ctx, params) -> JSON-able``; the registry runs them on the
-context's worker threads (``run_read``) or behind its single write lock
-(``run_write``) so the event loop never blocks on the engine.
+The Unix socket server (``ipc_server.py``), REST (``rest/``) and the MCP tools
+share this one registry, so a method behaves the same whichever way it is
+reached; its methods are the use cases of ``services/api`` (registered by
+``components.register_rpc_methods``; the CLI's in-process backend calls those
+directly). Handlers are plain sync functions ``handler(ctx, params) -> JSON-able``;
+the registry validates params with the method's request model, then runs the
+handler on the context's worker threads (``run_read``) or behind its single
+write lock (``run_write``) so the event loop never blocks on the engine.
 
 Errors a caller can act on are raised as :class:`RpcError`; anything else a
 handler raises becomes an "internal error" reply (logged with its traceback)
