@@ -6,8 +6,8 @@ like for stdio or HTTP. Writing is careful because these files belong to the
 user and usually hold other servers: the file is parsed first (a file we cannot
 parse is never overwritten), only our one entry is added or replaced, a
 timestamped backup is made, and the new text is written atomically. For
-Codex's TOML the user's text (comments included) is kept and only our table is
-replaced; the result is re-parsed and checked before anything is written.
+Codex's TOML, tomlkit keeps the user's text (comments, order, layout) and only our
+table is replaced; the result is re-parsed and checked before anything is written.
 
 HTTP entries carry the daemon's credential in the form each tool reads
 (sources in docs/mcp.md#connect-and-the-credential):
@@ -34,7 +34,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import tomlkit
 from ctxos.services.atomic import atomic_write_text
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
 TOOLS: tuple[str, ...] = ("claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex")
 DEFAULT_SERVER_NAME = "ctxos"
@@ -342,113 +345,88 @@ def merge_json(text: str | None, container: str, name: str, entry: dict[str, Any
 
 # ---------------------------------------------------------------- TOML
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+def _toml_value(value: Any) -> Any:
+    """Mappings inside an entry (env, headers) become inline tables: one flat table per server."""
+    if isinstance(value, Mapping):
+        inline = tomlkit.inline_table()
+        inline.update({k: _toml_value(v) for k, v in value.items()})
+        return inline
+    return value
 
 
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
+def _take_trailing_trivia(table: Table) -> list[Comment | Whitespace]:
+    """Remove and return the comments and blank lines that end ``table`` (or its last sub-table).
+
+    In TOML text a comment above a header belongs to the next table, but tomlkit keeps it at the
+    end of the table before: taken off before our table is replaced, put back after it.
+    """
+    body = table.value.body
+    while True:
+        last = next((item for key, item in reversed(body) if not _is_trivia(key, item)), None)
+        if not isinstance(last, Table):
+            break
+        body = last.value.body
+    taken: list[Comment | Whitespace] = []
+    while body:
+        key, item = body[-1]
+        if key is not None or not isinstance(item, (Comment, Whitespace)):
+            break
+        taken.append(item)
+        body.pop()
+    return taken[::-1]
 
 
-def _toml_value(value: Any) -> str:
-    """Render the few value types an MCP entry uses (JSON string escapes are valid TOML)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise ConnectError(f"cannot write {type(value).__name__} to TOML")
-
-
-def render_toml_table(container: str, name: str, entry: dict[str, Any]) -> str:
-    lines = [f"[{container}.{_toml_key(name)}]"]
-    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()]
-    return "\n".join(lines) + "\n"
-
-
-_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-
-
-def _header_path(line: str) -> list[str] | None:
-    """The dotted key path of a table header line, or None when the line is not a header."""
-    match = _HEADER_RE.match(line)
-    if not match:
-        return None
-    try:
-        parsed = tomllib.loads(f"[{match.group(1)}]\n")
-    except tomllib.TOMLDecodeError:
-        return None
-    keys: list[str] = []
-    node: Any = parsed
-    while isinstance(node, dict) and len(node) == 1:
-        key = next(iter(node))
-        keys.append(key)
-        node = node[key]
-    return keys
+def _is_trivia(key: object, item: Item) -> bool:
+    return key is None and isinstance(item, (Comment, Whitespace))
 
 
 def merge_toml(text: str | None, container: str, name: str, entry: dict[str, Any], *, path: Path) -> str:
-    """Replace (or append) ``[container.name]`` in a TOML document, keeping all other text.
+    """Set ``[container.name]`` in a TOML document (tomlkit), keeping every other line as it was.
 
-    Only whole tables ``[container.name]`` and ``[container.name.*]`` are
-    removed and the new table appended; comments and layout elsewhere stay.
-    A server defined some other way (inline table, dotted keys) is refused
-    rather than guessed at. The result is parsed again and must hold exactly
-    the old document plus the new entry.
+    Comments, order and layout elsewhere stay; the old table and its sub-tables are replaced
+    by one table (an inline definition ``name = { ... }`` stays inline). The result is parsed
+    again and must hold exactly the old document plus the new entry.
     """
     text = text or ""
     try:
+        doc = tomlkit.parse(text)
         before = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (TOMLKitError, tomllib.TOMLDecodeError) as exc:
         raise ConnectError(f"{path} is not valid TOML ({exc}); nothing was changed") from exc
-    servers = before.get(container, {})
-    if not isinstance(servers, dict):
+    servers = doc.get(container)
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        doc[container] = servers
+    elif not isinstance(servers, (Table, InlineTable)):
         raise ConnectError(f"{path}: {container!r} is not a table; nothing was changed")
-
-    lines = text.splitlines(keepends=True)
-    kept: list[str] = []
-    pending: list[str] = []  # comments/blank lines at the end of our table: they may introduce the next one
-    skipping = False
-    removed_header = False
-    for line in lines:
-        keys = _header_path(line)
-        if keys is not None:
-            was_skipping, skipping = skipping, keys[:2] == [container, name]
-            removed_header = removed_header or skipping
-            if was_skipping and not skipping:
-                kept.extend(pending)
-            pending = []
-        if not skipping:
-            kept.append(line)
-        elif keys is None:
-            stripped = line.strip()
-            if not stripped or stripped.startswith("#"):
-                pending.append(line)
-            else:
-                pending = []
-    if name in servers and not removed_header:
-        raise ConnectError(
-            f"{path} defines {container}.{name} without a [{container}.{name}] table header "
-            f"(inline or dotted keys); edit it by hand: nothing was changed"
-        )
-    body = "".join(kept).rstrip("\n")
-    new_text = (body + "\n\n" if body else "") + render_toml_table(container, name, entry)
+    old = servers.get(name)
+    if isinstance(old, InlineTable):
+        servers[name] = _toml_value(entry)
+    else:
+        trivia = _take_trailing_trivia(old) if isinstance(old, Table) else []
+        table = tomlkit.table()
+        for key, value in entry.items():
+            table[key] = _toml_value(value)
+        for item in trivia or [tomlkit.nl()]:
+            table.add(item)
+        servers[name] = table
+    new_text = tomlkit.dumps(doc).rstrip("\n") + "\n"
 
     after = tomllib.loads(new_text)
     expected = dict(before)
-    expected_servers = dict(servers)
-    expected_servers[name] = entry
-    expected[container] = expected_servers
+    expected[container] = {**before.get(container, {}), name: entry}
     if after != expected:
         raise ConnectError(
             f"{path}: could not merge the entry safely (the file layout is unusual); "
             f"nothing was changed: add it by hand (--print shows it)"
         )
     return new_text
+
+
+def render_toml_table(container: str, name: str, entry: dict[str, Any]) -> str:
+    """The ``[container.name]`` table alone, as ``--print`` shows it."""
+    return merge_toml("", container, name, entry, path=Path("config.toml"))
 
 
 # ---------------------------------------------------------------- write

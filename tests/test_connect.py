@@ -235,10 +235,30 @@ def test_toml_replaces_our_tables_and_keeps_comments(tmp_path):
     assert "/old/path/ctxos" not in merged
 
 
-def test_toml_inline_definition_is_refused(tmp_path):
+def test_toml_inline_definition_stays_inline(tmp_path):
+    """tomlkit edits the value where it is: ``ctxos = { ... }`` is replaced in place, the rest kept byte for byte."""
     text = (FIXTURES / "codex_config_inline.toml").read_text()
-    with pytest.raises(ConnectError, match="by hand"):
-        merge_toml(text, "mcp_servers", "ctxos", {"command": "x"}, path=tmp_path / "c.toml")
+    merged = merge_toml(text, "mcp_servers", "ctxos", {"command": "x", "env": {"A": "1"}}, path=tmp_path / "c.toml")
+    assert tomllib.loads(merged)["mcp_servers"] == {
+        "ctxos": {"command": "x", "env": {"A": "1"}},
+        "other": {"command": "other-mcp"},
+    }
+    assert (
+        merged.replace('ctxos = {command = "x", env = {A = "1"}}', 'ctxos = { command = "/old/ctxos", args = ["mcp"] }')
+        == text
+    )
+
+
+def test_toml_merge_changes_nothing_but_our_table(tmp_path):
+    """Everything outside ``[mcp_servers.ctxos]`` is the user's text unchanged, and a second merge replaces only it."""
+    text = (FIXTURES / "codex_config.toml").read_text()
+    first = merge_toml(text, "mcp_servers", "ctxos", {"command": "a", "args": ["mcp"]}, path=tmp_path / "c.toml")
+    ours = '[mcp_servers.ctxos]\ncommand = "a"\nargs = ["mcp"]\n\n'
+    assert ours in first and first.replace(ours, "") == text
+    second = merge_toml(first, "mcp_servers", "ctxos", {"url": "http://127.0.0.1:3847/mcp"}, path=tmp_path / "c.toml")
+    assert second.replace('[mcp_servers.ctxos]\nurl = "http://127.0.0.1:3847/mcp"\n\n', "") == text
+    with pytest.raises(ConnectError, match="not valid TOML"):
+        merge_toml("model = \n", "mcp_servers", "ctxos", {"command": "a"}, path=tmp_path / "c.toml")
 
 
 def test_toml_keeps_user_comments_and_escapes_paths(tmp_path):
