@@ -151,6 +151,7 @@ class _Parser(argparse.ArgumentParser):
             parser_kwargs["parents"] = [*parser_kwargs.get("parents", []), _workspace_option()]
             return add_parser(name, **parser_kwargs)
 
+        # argparse has no hook that adds a parent to every subparser; wrapping add_parser is the usual way.
         action.add_parser = add_parser_with_workspace  # type: ignore[method-assign]
         return action
 

@@ -174,7 +174,7 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
         id: str,
         reason: str,
         kind: str = "stale",
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, FlagOut]:
         """Input: ``schemas.FlagToolRequest``."""
         result = await call(backend, "flag", {"id": id, "reason": reason, "kind": kind, "by": client_label(ctx)})
@@ -202,7 +202,7 @@ def register_governance_tools(mcp: MCPServer, backend: Any, call: Any, tool_resu
         ids: list[str],
         merged_text: str,
         l0: str,
-        ctx: Context = None,  # type: ignore[assignment]
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, ProposalOut]:
         """Input: ``schemas.ProposeMergeToolRequest``."""
         result = await call(

@@ -185,9 +185,11 @@ async def _call(backend: Backend, method: str, params: dict[str, Any]) -> Any:
 
 def client_label(ctx: Context | None) -> str:
     """Who is calling, for history (the git author ``ctxos (<this>)``): the MCP client's own name."""
+    name = ""
     try:
-        info = ctx.session.client_params.client_info  # type: ignore[union-attr]
-        name = str(info.name or "").strip()
+        params = ctx.session.client_params if ctx is not None else None
+        if params is not None:
+            name = str(params.client_info.name or "").strip()
     except Exception:  # noqa: BLE001 - no session or no client info: say so
         name = ""
     return f"{name or 'unnamed client'} via MCP"

@@ -130,8 +130,8 @@ class WorkspaceSet:
         for name, root in registry.workspaces.items():
             if name not in self.served:
                 await self.open(name, root, eager=name in eager)
-            elif name in eager and self.served[name].ctx is not None:
-                self.served[name].ctx.activate()  # type: ignore[union-attr]
+            elif name in eager and (served_ctx := self.served[name].ctx) is not None:
+                served_ctx.activate()
 
     async def open(self, name: str, root: Path, *, eager: bool = False) -> ServedWorkspace:
         from ctxos.services.engine import Engine

@@ -104,16 +104,19 @@ def _stems(words: list[str]) -> list[str]:
 
 
 def _pattern(text: str) -> re.Pattern[str] | None:
-    compiled = _PATTERN_CACHE.get(text, False)
-    if compiled is False:
-        try:
-            compiled = re.compile(text, re.IGNORECASE)
-        except re.error:
-            compiled = None  # a broken pattern in the config is skipped, never fatal
-        if len(_PATTERN_CACHE) > 1000:
-            _PATTERN_CACHE.clear()
-        _PATTERN_CACHE[text] = compiled
-    return compiled  # type: ignore[return-value]
+    try:
+        return _PATTERN_CACHE[text]
+    except KeyError:
+        pass
+    compiled: re.Pattern[str] | None
+    try:
+        compiled = re.compile(text, re.IGNORECASE)
+    except re.error:
+        compiled = None  # a broken pattern in the config is skipped, never fatal
+    if len(_PATTERN_CACHE) > 1000:
+        _PATTERN_CACHE.clear()
+    _PATTERN_CACHE[text] = compiled
+    return compiled
 
 
 def _trigger_hits(stemmed: list[str], triggers: list[Any]) -> list[str]:

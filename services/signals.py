@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, SupportsFloat, SupportsIndex
 
 from .intent import ExpandedQuery
 from .model import SIGNALS, Memory
@@ -219,12 +219,19 @@ def rescore_graph(
     compose(candidates, weights)
 
 
+def _as_float(value: object) -> float:
+    """``float(value)`` for what ``float`` takes (numbers, numeric text); TypeError for anything else."""
+    if isinstance(value, (str, bytes, bytearray, SupportsFloat, SupportsIndex)):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
 def normalise_weights(raw: Mapping[str, object] | None) -> dict[str, float]:
     """A weight row from config: missing signals get 0, negatives 0, rescaled to sum to 1."""
     row: dict[str, float] = {}
     for name in SIGNALS:
         try:
-            row[name] = max(0.0, float((raw or {}).get(name, 0.0)))  # type: ignore[arg-type]
+            row[name] = max(0.0, _as_float((raw or {}).get(name, 0.0)))
         except (TypeError, ValueError):
             row[name] = 0.0
     total = sum(row.values())

@@ -120,7 +120,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     http_wait: float | None = None
     while time.monotonic() < deadline:
         proc = launched.process if launched is not None else None
-        if proc is not None and proc.poll() is not None and not lost_race(launched):  # type: ignore[arg-type]
+        if launched is not None and proc is not None and proc.poll() is not None and not lost_race(launched):
             raise CliError(
                 f"the daemon exited with code {proc.returncode} while starting:\n{_tail(log_file)}", exit_code=1
             )
