@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +106,7 @@ class TraySettings:
         return "process" if (platform or sys.platform) == "darwin" else "thread"
 
 
-def display_problem(env: dict[str, str] | None = None, platform: str | None = None) -> str | None:
+def display_problem(env: Mapping[str, str] | None = None, platform: str | None = None) -> str | None:
     """Why there is certainly no display to show a tray on, or None when one may be there."""
     env = os.environ if env is None else env
     platform = platform or sys.platform
@@ -314,9 +314,9 @@ class TrayApp:
                 s.pid = status.get("pid")
                 s.http_url = status.get("http") or None
                 s.config_error = status.get("config_error") or None
-                served = status.get("workspaces") if isinstance(status.get("workspaces"), dict) else {}
+                served = found if isinstance(found := status.get("workspaces"), dict) else {}
                 s.workspaces = [w for w in served.get("items") or [] if isinstance(w, dict)]
-                watcher = status.get("watcher") if isinstance(status.get("watcher"), dict) else {}
+                watcher = found if isinstance(found := status.get("watcher"), dict) else {}
                 s.paused = bool(watcher.get("paused", False))
                 indexing = status.get("indexing") if isinstance(status.get("indexing"), dict) else None
                 s.indexing = str(indexing.get("text")) if indexing and indexing.get("text") else None
