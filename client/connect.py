@@ -154,6 +154,8 @@ def config_path(
     if tool == "claude-code":
         # user scope: top-level "mcpServers" of ~/.claude.json; project scope: .mcp.json
         return project / ".mcp.json" if scope == "project" else home / ".claude.json"
+    # Other applications' files, by each one's own rule (Electron apps read XDG_CONFIG_HOME on Linux only),
+    # so not services/user_dirs.py, which names ctxos's own folders and honours XDG on macOS too.
     if tool == "claude-desktop":
         if platform == "darwin":
             return home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"

@@ -8,7 +8,8 @@ for every workspace. Other users are the boundary: the file is 0600 in a 0700
 folder, and a folder or file owned by someone else is refused, never used.
 
 Where: ``$XDG_STATE_HOME/ctxos/http-token`` (``~/.local/state/ctxos/http-token``
-when the variable is unset). The daemon creates it on its first start; the
+when the variable is unset; macOS: ``~/Library/Application Support/ctxos/http-token``;
+services/user_dirs.py). The daemon creates it on its first start; the
 client creates it too if it runs first (``ctxos connect``), and both use the
 same race-free create-if-absent, so they always agree. Delete the file and
 restart the daemon to rotate the token.
@@ -25,15 +26,14 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from . import user_dirs
 from .private_dir import PrivateDirError, ensure_private_dir
 
 TOKEN_FILENAME = "http-token"
-APP_DIRNAME = "ctxos"
 AUTH_MODES: tuple[str, ...] = ("token", "none")
 
 
@@ -55,16 +55,9 @@ class HttpAuth:
         return self.mode == "token"
 
 
-def state_home(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME`` (when absolute, as the XDG spec requires), else ``~/.local/state``."""
-    env = os.environ if env is None else env
-    value = env.get("XDG_STATE_HOME", "")
-    return Path(value) if value and os.path.isabs(value) else Path.home() / ".local" / "state"
-
-
-def token_path(env: Mapping[str, str] | None = None) -> Path:
-    """Where the per-user HTTP token lives."""
-    return state_home(env) / APP_DIRNAME / TOKEN_FILENAME
+def token_path() -> Path:
+    """Where the per-user HTTP token lives (the per-user state folder, services/user_dirs.py)."""
+    return user_dirs.user_state_dir() / TOKEN_FILENAME
 
 
 def _private_dir(folder: Path) -> None:

@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from . import user_dirs
 from .atomic import atomic_write_bytes
-from .credentials import APP_DIRNAME, state_home
 from .model import InvalidFile, Memory
 from .private_dir import ensure_private_dir
 
@@ -48,7 +48,7 @@ _MAC_BYTES = 32
 
 
 def key_path() -> Path:
-    return state_home() / APP_DIRNAME / KEY_FILENAME
+    return user_dirs.user_state_dir() / KEY_FILENAME
 
 
 def _key(create: bool) -> bytes | None:

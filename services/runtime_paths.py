@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import private_dir
+from . import private_dir, user_dirs
 
 STATE_DIR = ".ctxos"
 LOCK_NAME = "daemon.lock"
@@ -128,6 +128,4 @@ def user_info_path(runtime: Path | None = None) -> Path:
 
 def user_log_path() -> Path:
     """``$XDG_STATE_HOME/ctxos/logs/daemon.log``: the per-user daemon's log (it serves many workspaces)."""
-    value = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(value) if value and os.path.isabs(value) else Path.home() / ".local" / "state"
-    return base / "ctxos" / LOG_DIR / LOG_NAME
+    return user_dirs.user_state_dir() / LOG_DIR / LOG_NAME

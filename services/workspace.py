@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from . import user_dirs
 from .atomic import atomic_write_text
 from .config import CONFIG_FILENAME, Config, default_config_text
 from .memory_file import MemoryFileError, parse_memory
@@ -48,9 +49,8 @@ def state_dir(root: Path) -> Path:
         root = Path(root)
         path = root / STATE_FOLDER
         if not _writable(path if path.exists() else root):
-            cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
             digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-            path = cache / "ctxos" / digest
+            path = user_dirs.user_cache_dir() / digest
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -24,17 +24,17 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from . import user_dirs
 from .atomic import atomic_write_text
 from .private_dir import PrivateDirError, ensure_private_dir
 
-APP_DIRNAME = "ctxos"
 REGISTRY_FILENAME = "workspaces.yaml"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 HEADER = (
@@ -47,15 +47,9 @@ class RegistryError(ValueError):
     """The registry file is unusable, or a name/path was refused (the message says which and why)."""
 
 
-def config_home(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME`` (when absolute, as the XDG spec requires), else ``~/.config``."""
-    env = os.environ if env is None else env
-    value = env.get("XDG_CONFIG_HOME", "")
-    return Path(value) if value and os.path.isabs(value) else Path.home() / ".config"
-
-
-def registry_path(env: Mapping[str, str] | None = None) -> Path:
-    return config_home(env) / APP_DIRNAME / REGISTRY_FILENAME
+def registry_path() -> Path:
+    """``$XDG_CONFIG_HOME/ctxos/workspaces.yaml`` (macOS: ``~/Library/Application Support/ctxos/``; services/user_dirs.py)."""
+    return user_dirs.user_config_dir() / REGISTRY_FILENAME
 
 
 def name_from_folder(path: Path) -> str:

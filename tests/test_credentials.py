@@ -24,10 +24,12 @@ from ctxos.services.credentials import (
 from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (fixture)
 
 
-def test_token_path_follows_xdg_state_home(tmp_path: Path) -> None:
-    assert token_path({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "ctxos" / "http-token"
+def test_token_path_follows_xdg_state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert token_path() == tmp_path / "ctxos" / "http-token"
     # relative values are ignored, as the XDG spec says
-    assert token_path({"XDG_STATE_HOME": "rel"}) == Path.home() / ".local" / "state" / "ctxos" / "http-token"
+    monkeypatch.setenv("XDG_STATE_HOME", "rel")
+    assert token_path() == Path.home() / ".local" / "state" / "ctxos" / "http-token"
 
 
 def test_created_owner_only_and_stable(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_resolve_explicit_opt_out_and_stored(tmp_path: Path, monkeypatch: pytest
 def test_an_untrusted_token_file_keeps_http_off(make_workspace, daemon_factory, tmp_path) -> None:  # noqa: F811
     """Fail closed: a token file the daemon cannot use means no HTTP at all, and status says why."""
     state = tmp_path / "own-state"
-    path = token_path({"XDG_STATE_HOME": str(state)})
+    path = state / "ctxos" / "http-token"
     path.parent.mkdir(parents=True, mode=0o700)
     path.write_text("")  # empty: not a token
     root = make_workspace({"04-skills/x.md": memory_text("x", "An x skill.", type="skill")})
