@@ -147,16 +147,21 @@ class _Handler(RegexMatchingEventHandler):
         super().__init__(ignore_regexes=EDITOR_TEMP_REGEXES, case_sensitive=True, ignore_policy=IgnorePolicy.ALL)
         self._watcher = watcher
 
+    def on_overflow(self, event: FileSystemEvent) -> None:
+        """A :class:`QueueOverflowEvent` (watchdog then calls ``on_<event_type>``): reconcile."""
+        self._watcher.threadsafe_overflow()
+
     def on_any_event(self, event: FileSystemEvent) -> None:
-        watcher = self._watcher
         if isinstance(event, QueueOverflowEvent):
-            watcher.threadsafe_overflow()
+            return  # on_overflow
+        watcher = self._watcher
+        watch_filter = watcher.filter
+        if watch_filter is None:  # set by start(), before the observer that calls this exists
             return
-        assert watcher.filter is not None  # set before the observer starts
         paths = []
         for raw in (event.src_path, event.dest_path):
             if raw:
-                rel = watcher.filter.relevant(os.fsdecode(raw), event.is_directory)
+                rel = watch_filter.relevant(os.fsdecode(raw), event.is_directory)
                 if rel is not None:
                     paths.append(rel)
         if paths:

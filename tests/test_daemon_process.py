@@ -62,14 +62,17 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
 
     # edited: the new word is found, the old one no longer matches the memory
     _write(root, "03-projects/otter.md", memory_text("otter", "The otter pipeline now ingests walrus metrics."))
-    daemon.wait_for(
-        lambda: (
-            "walrus" in daemon.call("get_memory", id="otter")["l1"] and "otter" in daemon.context_ids("walrus metrics")
-        ),
-        message="edit",
-    )
-    selected = {s["id"]: s for s in daemon.call("get_context", query="walrus metrics")["selected"]}
-    assert "otter" in selected and selected["otter"]["signals"]["bm25"] > 0
+
+    # (the store is updated just before the index commit: wait until BM25 finds the new words too)
+    def walrus_found() -> bool:
+        selected = {s["id"]: s for s in daemon.call("get_context", query="walrus metrics")["selected"]}
+        return (
+            "walrus" in daemon.call("get_memory", id="otter")["l1"]
+            and "otter" in selected
+            and selected["otter"]["signals"]["bm25"] > 0
+        )
+
+    daemon.wait_for(walrus_found, message="edit")
     stale = {s["id"]: s for s in daemon.call("get_context", query="kelp")["selected"]}
     assert "otter" not in stale or stale["otter"]["signals"]["bm25"] == 0
 
