@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 
@@ -71,7 +70,6 @@ def _table_cost(table: tuple[float, ...], length: int) -> float:
     return length / _LONG_WORD_CHARS_PER_TOKEN
 
 
-@lru_cache(maxsize=65536)
 def _word_cost(piece: str) -> float:
     """Expected tokens for one letter piece (its leading space or symbol included)."""
     word = piece.lstrip()
@@ -90,6 +88,25 @@ def _punct_cost(run_length: int) -> float:
     return _LONG_PUNCT_TOKENS
 
 
+def _piece_cost(piece: str) -> float:
+    """Expected tokens for one pre-tokenizer piece (any kind)."""
+    first = piece[0]
+    if first.isalpha() or (len(piece) > 1 and piece[-1].isalpha()):
+        return _word_cost(piece)
+    if first.isdigit() or first == "'" or piece.isspace():
+        return 1.0
+    return _punct_cost(len(piece.strip()))
+
+
+# Cost per distinct piece, filled as pieces are met. Counting the final text of every query
+# is the query path's largest single cost (docs/engine.md, "Footprint"); most pieces repeat,
+# so one dict lookup replaces the per-piece branching. Bounded: a full cache stops growing
+# (new pieces are still costed, just not kept). Plain dict: reads and inserts are atomic
+# under the interpreter lock, and a lost insert only means computing a cost again.
+_PIECE_COSTS: dict[str, float] = {}
+_PIECE_COSTS_MAX = 65536
+
+
 class HeuristicCounter:
     """The default counter: regex pre-tokenizer plus length-based costs; no data files.
 
@@ -102,15 +119,15 @@ class HeuristicCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        total = 0.0
+        costs = _PIECE_COSTS
+        total = 0.0  # summed in text order, exactly as before the cache
         for piece in _PIECE_RE.findall(text):
-            first = piece[0]
-            if first.isalpha() or (len(piece) > 1 and piece[-1].isalpha()):
-                total += _word_cost(piece)
-            elif first.isdigit() or first == "'" or piece.isspace():
-                total += 1.0
-            else:
-                total += _punct_cost(len(piece.strip()))
+            cost = costs.get(piece)
+            if cost is None:
+                cost = _piece_cost(piece)
+                if len(costs) < _PIECE_COSTS_MAX:
+                    costs[piece] = cost
+            total += cost
         return math.ceil(total)
 
 
