@@ -42,6 +42,7 @@ from .index import analyze
 from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER
+from .query_dates import QueryDates, date_weights, find_dates
 from .render import (
     SECTION_CATALOG,
     SECTION_MEMORIES,
@@ -253,6 +254,10 @@ def score_query(
     intent = detection.intent
     row = weights if weights is not None else (config.get(f"weights.{intent}") or config.get("weights.default"))
     weight_row = normalise_weights(row)
+    dates = find_dates(query)
+    if dates and weights is None:  # a caller's own row (benchmarks' BM25-only) is left as given
+        weight_row = date_weights(weight_row, dates)
+        detection = IntentDetection(detection.intent, f"{detection.reason}; {_named(dates)}", detection.scores)
     expanded = expand_query(query, config.get("synonyms", {}) or {})
     if budget is None:
         budget = _int_setting(config, "query.default_budget", 4000)
@@ -275,6 +280,7 @@ def score_query(
             now=now or datetime.now(UTC).replace(tzinfo=None),
             community_of=engine.community_of(stale_ok=True),
             community_bonus=_float_setting(config, "graph.community_bonus", 0.08),
+            dates=dates,
         )
         _headings(engine, pool.values())
         first = list(pool.values())
@@ -307,6 +313,12 @@ def score_query(
         detection=detection,
         semantic_name=getattr(semantic, "name", type(semantic).__name__),
     )
+
+
+def _named(dates: QueryDates) -> str:
+    """What simulate says about a named date (the reason line)."""
+    named = [d.isoformat() for d in dates.days] or [f"{y}-{m:02d}" for y, m in dates.months]
+    return f"names {', '.join(named)}: recency = closeness to it"
 
 
 def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:

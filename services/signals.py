@@ -13,7 +13,9 @@ graph       0.5 * authority (PageRank over explicit links, 0..1) + 0.5 if the
             of a first pass, + the community bonus (``graph.community_bonus``,
             0.08) when it shares a Leiden community with one of them; capped
             at 1 (two passes, seed §4.6; see query.score_query).
-recency     0.5 ** (age_days / half_life[type]) from ``recency.half_life_days``.
+recency     0.5 ** (age_days / half_life[type]) from ``recency.half_life_days``;
+            when the query names a date, closeness to it instead
+            (``query_dates``: 0.5 ** (days apart / 3)).
 importance  the memory's own ``importance`` field.
 frequency   log-scaled L1/L2 loads in the access-log window, relative to the
             most-loaded memory.
@@ -32,6 +34,7 @@ from typing import Protocol, SupportsFloat, SupportsIndex
 
 from .intent import ExpandedQuery
 from .model import SIGNALS, Memory
+from .query_dates import QueryDates
 
 GRAPH_AUTHORITY_SHARE = 0.5
 GRAPH_PROXIMITY_SHARE = 0.5
@@ -254,11 +257,14 @@ def score_candidates(
     community_of: Mapping[str, int] | None = None,
     community_bonus: float = 0.08,
     graph_seeds: Sequence[str] | None = None,
+    dates: QueryDates | None = None,
 ) -> None:
     """Compute all six signals and the composite for every candidate, in place.
 
     ``graph_seeds``: the memories graph proximity and the community bonus
     refer to (the best of a first pass); ``None`` scores authority only.
+    ``dates``: the days the query names; when there are any, recency is the
+    closeness to them instead of to ``now`` (``query_dates``).
     """
     best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
     sem = semantic.score(terms, candidates)
@@ -269,7 +275,7 @@ def score_candidates(
             "semantic": sem.get(mid, 0.0),
             "bm25": cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0,
             "graph": graph.get(mid, 0.0),
-            "recency": recency_signal(cand.memory, now, half_lives),
+            "recency": dates.closeness(cand.memory) if dates else recency_signal(cand.memory, now, half_lives),
             "importance": max(0.0, min(1.0, float(cand.memory.importance))),
             "frequency": max(0.0, min(1.0, float(frequency.get(mid, 0.0)))),
         }
