@@ -136,7 +136,7 @@ def reusable(root: Path, rel_path: str, cached: Memory | None) -> bool:
     if cached is None or cached.size <= 0:
         return False
     try:
-        info = os.lstat(Path(root) / rel_path)
+        info = os.lstat(os.path.join(root, rel_path))  # no Path objects: called for every file at start
     except OSError:
         return False
     return stat.S_ISREG(info.st_mode) and info.st_mtime == cached.mtime and info.st_size == cached.size

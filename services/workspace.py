@@ -140,9 +140,16 @@ def relative_path(root: Path, path: Path | str) -> str | None:
     return None if text in ("", ".") else text
 
 
+def _parts(rel_path: str) -> tuple[str, ...]:
+    """``PurePosixPath(rel_path).parts`` without building a path object (run for every file at start)."""
+    if rel_path.startswith("/"):
+        return PurePosixPath(rel_path).parts
+    return tuple(part for part in rel_path.split("/") if part and part != ".")
+
+
 def is_memory_path(rel_path: str) -> bool:
     """Would a file at this workspace-relative path be a memory (if it parses)?"""
-    parts = PurePosixPath(rel_path).parts
+    parts = _parts(rel_path)
     if not parts or not parts[-1].lower().endswith(MEMORY_SUFFIXES):
         return False
     if len(parts) == 1 and parts[0] in GENERATED_ROOT_FILES:
@@ -154,7 +161,7 @@ def is_memory_path(rel_path: str) -> bool:
 
 def is_ignored_dir(rel_dir: str) -> bool:
     """Folders the scanner never descends into (and the watcher may ignore)."""
-    parts = PurePosixPath(rel_dir).parts
+    parts = _parts(rel_dir)
     if not parts:
         return False
     if parts[0] in NOT_SERVED_FOLDERS:
