@@ -10,10 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 TIERS: tuple[str, ...] = ("L0", "L1", "L2")
 SIGNALS: tuple[str, ...] = ("semantic", "bm25", "graph", "recency", "importance", "frequency")
+
+
+COLD_FIELDS: tuple[str, ...] = ("l1", "l2", "metadata")
+
+
+class TextSource(Protocol):
+    """Reads a released memory's cold fields back from its file (a module-level function, so it pickles)."""
+
+    def __call__(self, memory: Memory, name: str) -> Any: ...
 
 
 @dataclass
@@ -23,6 +32,15 @@ class Memory:
     ``l1`` is the paragraph tier (text before the first marker plus the
     ``<!-- L1 -->`` section); ``l2`` is the ``<!-- L2 -->`` section. Rendering
     a memory at L2 gives everything (L1 then L2), see ``tier_text``.
+
+    Don't hold what can be read (issue 16): once indexed, the store calls
+    ``release_text`` and the *cold* fields (``l1``, ``l2``, the frontmatter
+    dict ``metadata``: ~21 of the store's ~38 MiB at 10,000) leave the object;
+    reading one then goes through ``__getattr__`` to the memory's text source,
+    which reads the file back (checksum-guarded, with a small LRU). What the
+    catalog, ranking and link resolution read for every memory stays hot:
+    ``has_l2``, ``display_title``, ``explicit_id``, ``frontmatter_title``
+    are kept as small values at release.
     """
 
     id: str
@@ -48,6 +66,66 @@ class Memory:
     mtime: float = 0.0
     size: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)  # frontmatter as written
+
+    def __getattr__(self, name: str) -> Any:
+        """Only called when normal lookup fails: a released cold field is read back from the file."""
+        if name in COLD_FIELDS:
+            source = self.__dict__.get("_text_source")
+            if source is not None:
+                return source(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def release_text(self, source: TextSource) -> bool:
+        """Drop the cold fields (read back through ``source`` when asked for); False if nothing to drop.
+
+        Only a memory read from a file (a checksum to guard the read-back) is
+        released; the hot values derived from the cold fields are kept first.
+        """
+        held = self.__dict__
+        if not self.checksum or "l1" not in held:
+            return False
+        meta = held.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        title = meta.get("title")
+        hot = (
+            bool(held["l2"].strip()),
+            self.display_title,
+            meta.get("id") is not None,
+            title if isinstance(title, str) else "",
+        )
+        # A new dict, not pops: a dict never shrinks, and one grown by a key costs ~1.4 KB per memory.
+        kept = {name: value for name, value in held.items() if name not in COLD_FIELDS}
+        kept["_hot"] = hot
+        kept["_text_source"] = source
+        self.__dict__ = kept
+        return True
+
+    @property
+    def released(self) -> bool:
+        return "_hot" in self.__dict__ and "l1" not in self.__dict__
+
+    @property
+    def has_l2(self) -> bool:
+        """True when the memory has an L2 section with text (kept hot: tier planning asks for every candidate)."""
+        hot = self.__dict__.get("_hot")
+        return bool(hot[0]) if hot is not None else bool(self.l2.strip())
+
+    @property
+    def explicit_id(self) -> bool:
+        """True when the frontmatter has an ``id`` key (else the id comes from the path)."""
+        hot = self.__dict__.get("_hot")
+        if hot is not None:
+            return bool(hot[2])
+        return isinstance(self.metadata, dict) and self.metadata.get("id") is not None
+
+    @property
+    def frontmatter_title(self) -> str:
+        """The frontmatter's ``title`` when it is a string, else ``""``."""
+        hot = self.__dict__.get("_hot")
+        if hot is not None:
+            return str(hot[3])
+        meta = self.metadata.get("title") if isinstance(self.metadata, dict) else None
+        return meta if isinstance(meta, str) else ""
 
     @property
     def is_source(self) -> bool:
@@ -76,8 +154,11 @@ class Memory:
         are named by their file (Obsidian), the first heading is often a section such as
         "Settings", and the file name ("Cards view") is the real title.
         """
-        meta = self.metadata.get("title") if isinstance(self.metadata, dict) else None
-        if isinstance(meta, str) and meta.strip():
+        hot = self.__dict__.get("_hot")
+        if hot is not None:
+            return str(hot[1])
+        meta = self.frontmatter_title
+        if meta.strip():
             return meta.strip()
         first = (self.l1 or self.l2 or "").lstrip().split("\n", 1)[0]
         if first.startswith("# ") and first[2:].strip():

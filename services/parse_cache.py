@@ -41,7 +41,7 @@ from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: memories are kept released (no tiers or frontmatter dict; read back from the file)
 CACHE_FILENAME = "parsed-memories.cache"
 KEY_FILENAME = "cache-key"
 _MAC_BYTES = 32

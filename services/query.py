@@ -341,7 +341,7 @@ def _rank_key(cand: Candidate) -> tuple[float, float, str]:
 
 def _tiers(memory: Memory, full: bool) -> list[str]:
     """Tiers to try, largest first; L2 only when it adds text beyond L1."""
-    tiers = ["L2"] if full and memory.l2.strip() else []
+    tiers = ["L2"] if full and memory.has_l2 else []
     return tiers + ["L1"]
 
 
@@ -389,7 +389,7 @@ def plan_tiers(engine: Any, ranked: list[Candidate], room: int, l2_top_n: int, r
     for cand in relevant:
         if upgraded >= l2_top_n:
             break
-        if plan.get(cand.memory.id) != "L1" or not cand.memory.l2.strip():
+        if plan.get(cand.memory.id) != "L1" or not cand.memory.has_l2:
             continue
         extra = engine.block_tokens(cand.memory, "L2") - engine.block_tokens(cand.memory, "L1")
         if used + extra <= room:

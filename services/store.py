@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
 from .model import InvalidFile, Memory
+from .tier_source import read_cold
 
 _DASHES = re.compile(r"[\s_]+")
 
@@ -35,7 +36,7 @@ def _link_key(text: str) -> str:
 
 def _named_by_path(memory: Memory) -> bool:
     """True when the file has no ``id`` key: its id comes from its path (and may be qualified)."""
-    return memory.metadata.get("id") is None
+    return not memory.explicit_id
 
 
 class MemoryStore:
@@ -51,6 +52,7 @@ class MemoryStore:
         self._by_stem: dict[str, set[str]] = defaultdict(set)  # casefolded stem -> served paths
         self._loose: dict[str, set[str]] = defaultdict(set)  # _link_key(id, stem, title) -> ids
         self._loose_keys: dict[str, list[str]] = {}  # id -> its keys in _loose
+        self._unreleased: set[str] = set()  # paths served with their text still held (see compact)
 
     # --- reading -------------------------------------------------------------
     def __len__(self) -> int:
@@ -250,13 +252,29 @@ class MemoryStore:
                 break
         return changed
 
+    def compact(self) -> int:
+        """Release the text of the memories added since the last call (issue 16); how many were released.
+
+        The engine calls it once a batch is indexed and embedded: until then the
+        index and the embeddings read the text from the object, afterwards a
+        render reads it back from the file (``services/tier_source.py``).
+        """
+        released = 0
+        for path in list(self._unreleased):
+            self._unreleased.discard(path)
+            for memory in (self.by_path.get(path), self._parsed.get(path)):  # the parse, when renamed
+                if memory is not None and memory.release_text(read_cold):
+                    released += 1
+        return released
+
     def _add(self, memory: Memory) -> None:
+        if not memory.released:
+            self._unreleased.add(memory.rel_path)
         self.memories[memory.id] = memory
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
         self._by_stem[stem.casefold()].add(memory.rel_path)
-        fm_title = memory.metadata.get("title")
-        names = (memory.title, fm_title if isinstance(fm_title, str) else "", stem, memory.id)
+        names = (memory.title, memory.frontmatter_title, stem, memory.id)
         keys = list(dict.fromkeys(_link_key(name) for name in names if name))
         for key in keys:
             self._loose[key].add(memory.id)

@@ -140,6 +140,7 @@ class ChangeApplication(EngineState):
         removed = sorted(mid for mid in changed_ids if mid not in self.store.memories)
         if self.vectors is not None and (updated or removed):
             self.vectors.update([self.store.memories[mid] for mid in updated], removed)
+        self.store.compact()  # indexed and embedded: their text is read back from the files from now on
         invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
         return ChangeSummary(
             updated=updated, removed=removed, invalid=invalid, unchanged=unchanged, paths=sorted(touched)
@@ -227,4 +228,5 @@ class ChangeApplication(EngineState):
             self._bump()
         if self.vectors is not None:
             self.vectors.sync(list(self.store.memories.values()))
+        self.store.compact()
         return summary

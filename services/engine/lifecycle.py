@@ -90,6 +90,10 @@ class Lifecycle(EngineState):
                     )
                 )
                 self.vectors.sync(list(self.store.memories.values()))
+            self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
+            if self._parse_cache_due is not None:
+                items, self._parse_cache_due = self._parse_cache_due, None
+                parse_cache.save(self._require_state_dir(), parse_cache.fingerprint(self.config.data), items)
         finally:
             self._set_progress(None)
         self._loaded = True
@@ -113,7 +117,7 @@ class Lifecycle(EngineState):
         items = scan_workspace(self.root, self.config, self._reporter("load", READING), reuse)
         fresh = sum(1 for m in items if isinstance(m, Memory) and cached.get(m.rel_path) is not m)
         if fresh or len(cached) != sum(1 for m in items if isinstance(m, Memory)):
-            parse_cache.save(state, fp, items)
+            self._parse_cache_due = items  # written by load once released (the next start reads no text)
         self.parse_cache_hits = sum(1 for m in items if isinstance(m, Memory)) - fresh
         return items
 
@@ -161,7 +165,7 @@ class Lifecycle(EngineState):
             self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
         store.add_items(problems)
         self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
-        parse_cache.save(self._require_state_dir(), parse_cache.fingerprint(self.config.data), parsed)
+        self._parse_cache_due = parsed
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
 
@@ -246,6 +250,7 @@ class Lifecycle(EngineState):
             )
             if self.vectors is not None:
                 self.vectors.sync(list(store.memories.values()))
+            store.compact()
         finally:
             self._set_progress(None)
         self._bump()

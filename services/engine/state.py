@@ -86,6 +86,7 @@ class EngineState:
         self.progress: Progress | None = None
         self.on_progress: ProgressCallback | None = None
         self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
+        self._parse_cache_due: list[Memory | InvalidFile] | None = None  # a scan load() writes to the cache
         # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
         # process pool's ``map`` so parsing runs on another core while this thread indexes.
         self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map

@@ -1,0 +1,126 @@
+"""A released memory's text, read back from its file when asked for (issue 16, "don't hold what can be read").
+
+The store keeps every memory's hot fields (id, summary line, tags, links,
+dates, checksum...) and drops the cold ones once the memory is indexed
+(``Memory.release_text``): the tiers ``l1``/``l2`` and the frontmatter dict.
+At 10,000 memories that is ~21 of the store's ~38 MiB. Reading a cold field
+calls :func:`read_cold`, which
+
+- reads the file and checks its sha256 against ``memory.checksum``. Equal: the
+  text is what was indexed. Different: the file changed after it was indexed
+  (the watcher is already re-indexing it); the text on disk now is served,
+  since it is what the person wrote, and logged at debug. A file that cannot
+  be read any more gives empty tiers and an empty frontmatter (it is being
+  removed from the index);
+- splits the tiers without parsing YAML (the frontmatter is parsed only when
+  ``metadata`` itself is asked for: importers, save warnings);
+- keeps the last texts read in a byte-bounded LRU (``CACHE_BYTES``): a query
+  renders the same few blocks again and again (one read is ~0.1 ms).
+
+A module-level function, so a released memory still pickles (parse cache, the
+parse pool) and unpickles with its source.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .memory_file import (
+    MemoryFileError,
+    checksum_bytes,
+    decode_memory_bytes,
+    parse_frontmatter_mapping,
+    split_frontmatter,
+    split_tiers,
+)
+from .model import Memory
+
+log = logging.getLogger(__name__)
+
+CACHE_BYTES = 4 * 1024 * 1024  # recently read texts kept (by their length in characters)
+_MAX_FILE_BYTES = 64 * 1024 * 1024  # the read-back never refuses a file the parse accepted
+
+
+class _Entry:
+    """One file's text as read back: the tiers at once, the frontmatter dict on demand."""
+
+    __slots__ = ("frontmatter_text", "l1", "l2", "meta", "size")
+
+    def __init__(self, frontmatter_text: str, l1: str, l2: str) -> None:
+        self.frontmatter_text = frontmatter_text
+        self.l1 = l1
+        self.l2 = l2
+        self.meta: dict[str, Any] | None = None
+        self.size = len(frontmatter_text) + len(l1) + len(l2) + 200
+
+
+_cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+_cache_size = 0
+_lock = threading.Lock()
+_EMPTY = _Entry("", "", "")
+
+
+def read_cold(memory: Memory, name: str) -> Any:
+    """The cold field ``name`` (``l1``, ``l2`` or ``metadata``) of a released memory, from its file."""
+    entry = _entry(memory)
+    if name == "metadata":
+        if entry.meta is None:
+            try:
+                entry.meta = parse_frontmatter_mapping(entry.frontmatter_text)
+            except MemoryFileError:
+                entry.meta = {}
+        return dict(entry.meta)  # a copy: callers may change theirs
+    return entry.l1 if name == "l1" else entry.l2
+
+
+def clear_cache() -> None:
+    """Forget every text read back (tests; a reindex)."""
+    global _cache_size
+    with _lock:
+        _cache.clear()
+        _cache_size = 0
+
+
+def _entry(memory: Memory) -> _Entry:
+    key = (str(memory.path), memory.checksum)
+    with _lock:
+        entry = _cache.get(key)
+        if entry is not None:
+            _cache.move_to_end(key)
+            return entry
+    entry = _read(memory)
+    if entry is not _EMPTY:
+        _remember(key, entry)
+    return entry
+
+
+def _read(memory: Memory) -> _Entry:
+    try:
+        raw = memory.path.read_bytes()
+    except OSError as exc:
+        log.debug("%s: its text could not be read back (%s)", memory.rel_path, exc)
+        return _EMPTY
+    if checksum_bytes(raw) != memory.checksum:
+        log.debug("%s changed since it was indexed: serving the text on disk now", memory.rel_path)
+    try:
+        split = split_frontmatter(decode_memory_bytes(raw, max(_MAX_FILE_BYTES, len(raw))))
+    except MemoryFileError as exc:
+        log.debug("%s: its text could not be read back (%s)", memory.rel_path, exc)
+        return _EMPTY
+    l1, l2 = split_tiers(split.body)
+    return _Entry(split.frontmatter_text, l1, l2)
+
+
+def _remember(key: tuple[str, str], entry: _Entry) -> None:
+    global _cache_size
+    with _lock:
+        if key in _cache:
+            return
+        _cache[key] = entry
+        _cache_size += entry.size
+        while _cache_size > CACHE_BYTES and len(_cache) > 1:
+            _, old = _cache.popitem(last=False)
+            _cache_size -= old.size

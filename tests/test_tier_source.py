@@ -1,0 +1,90 @@
+"""Issue 16: once indexed, a memory's tiers and frontmatter dict leave the store and are read back from its file."""
+
+from __future__ import annotations
+
+import pickle
+
+from ctxos.services import tier_source
+from ctxos.services.engine import Engine
+from ctxos.services.model import COLD_FIELDS
+from ctxos.services.workspace import load_memory
+from daemon_helpers import memory_text
+
+LONG_BODY = (
+    "# Deploy checklist\n\nRun the release script from a clean tree.\n\n<!-- L2 -->\n"
+    "Then tag the commit, push the tag and watch the pipeline until the canary is green."
+)
+
+
+def _engine(root) -> Engine:
+    engine = Engine(root)
+    engine.load()
+    return engine
+
+
+def test_loaded_memories_hold_no_text_and_read_it_back_as_parsed(make_workspace) -> None:
+    root = make_workspace(
+        {
+            "05-resources/deploy.md": memory_text("deploy", LONG_BODY, title="Release steps", owner="Dana"),
+            "05-resources/plain.md": memory_text("plain", "One short paragraph."),
+        }
+    )
+    engine = _engine(root)
+    try:
+        for memory_id in ("deploy", "plain"):
+            served = engine.get_memory(memory_id)
+            assert served is not None and served.released
+            assert not set(COLD_FIELDS) & set(vars(served)), "the cold fields left the object"
+            parsed = load_memory(root, served.rel_path, engine.config)
+            assert (served.l1, served.l2, served.metadata) == (parsed.l1, parsed.l2, parsed.metadata)
+            assert served.has_l2 == bool(parsed.l2.strip())
+            assert served.display_title == parsed.display_title
+            assert served.explicit_id and served.frontmatter_title == parsed.frontmatter_title
+        deploy = engine.get_memory("deploy")
+        assert deploy.metadata["owner"] == "Dana" and deploy.display_title == "Release steps"
+        assert "watch the pipeline" in deploy.tier_text("L2") and "watch the pipeline" not in deploy.tier_text("L1")
+        # A query renders the text read back from the file.
+        result = engine.execute_context_query("release script canary pipeline", budget_tokens=2000)
+        assert "deploy" in [s.id for s in result.selected] and "clean tree" in result.rendered
+    finally:
+        engine.close()
+
+
+def test_a_released_memory_pickles_and_reads_its_file_after_unpickling(make_workspace) -> None:
+    root = make_workspace({"05-resources/deploy.md": memory_text("deploy", LONG_BODY)})
+    engine = _engine(root)
+    try:
+        memory = engine.get_memory("deploy")
+        copy = pickle.loads(pickle.dumps(memory))
+        assert copy.released and copy.l2 == memory.l2 and "canary" in copy.l2
+    finally:
+        engine.close()
+
+
+def test_a_changed_or_vanished_file_serves_what_is_on_disk(make_workspace) -> None:
+    root = make_workspace({"05-resources/deploy.md": memory_text("deploy", LONG_BODY)})
+    engine = _engine(root)
+    try:
+        memory = engine.get_memory("deploy")
+        tier_source.clear_cache()
+        path = root / "05-resources/deploy.md"
+        path.write_text(memory_text("deploy", "# Deploy checklist\n\nRewritten by hand before the watcher saw it."))
+        assert "Rewritten by hand" in memory.l1  # what the person wrote, not a stale copy
+        tier_source.clear_cache()
+        path.unlink()
+        assert (memory.l1, memory.l2, memory.metadata) == ("", "", {})
+    finally:
+        engine.close()
+
+
+def test_the_read_back_cache_is_bounded(make_workspace, monkeypatch) -> None:
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}. " * 50) for i in range(40)})
+    engine = _engine(root)
+    monkeypatch.setattr(tier_source, "CACHE_BYTES", 5_000)
+    tier_source.clear_cache()
+    try:
+        for memory in engine.list_memories():
+            assert memory.l1.startswith(f"Note {memory.id[1:]}.")
+        assert 1 <= len(tier_source._cache) < 40 and tier_source._cache_size <= 5_000 + 1_000
+    finally:
+        engine.close()
