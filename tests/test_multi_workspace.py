@@ -379,7 +379,9 @@ def test_tray_lists_every_workspace_and_opens_each_page(
             pass
 
     opened: list[str] = []
-    monkeypatch.setattr(tray_mod.webbrowser, "open", opened.append)
+    import webbrowser
+
+    monkeypatch.setattr(webbrowser, "open", opened.append)
     app = tray_mod.TrayApp(tmp_path, Backend())
     app.build_icon(types.SimpleNamespace(MenuItem=pystray.MenuItem, Menu=pystray.Menu, Icon=Icon))
     app.refresh()

@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 from ctxos.daemon import tray as tray_mod
-from ctxos.daemon.tray_icon import FAIR, GOOD, POOR, UNKNOWN, draw_icon, health_band
-from ctxos.daemon.tray_notify import FindingNotifier, FindingRef, Notification, SeenStore, compose
+from ctxos.daemon.tray.icon import FAIR, GOOD, POOR, UNKNOWN, draw_icon, health_band
+from ctxos.daemon.tray.notify import FindingNotifier, FindingRef, Notification, SeenStore, compose
 from daemon_helpers import daemon_factory, memory_text  # noqa: F401  (daemon_factory is a fixture)
 
 X_TOOLS = ("Xvfb", "trayer", "dbus-daemon", "dunst")
