@@ -54,6 +54,9 @@ class Candidate:
     reason: str = "scored"  # scored | neighbour | rule | always_load
     sources: set[str] = field(default_factory=set)  # bm25 | vector | graph | importance | pinned
     cosine: float = 0.0  # embedding similarity (0..1) when a model is in use
+    # per-query values that do not depend on the other candidates, kept for the second scoring pass
+    keyword: float | None = None  # keyword overlap (KeywordOverlapScorer)
+    raw_cosine: float | None = None  # centred cosine before rescaling over the candidates
     signals: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -112,6 +115,9 @@ class KeywordOverlapScorer:
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         out: dict[str, float] = {}
         for cand in candidates:
+            if cand.keyword is not None:  # scored in the first pass of this query
+                out[cand.memory.id] = cand.keyword
+                continue
             coverage = 0.0
             for tokens, weight in zip(terms.group_tokens, terms.group_weights):
                 if tokens & cand.heading:
@@ -124,7 +130,7 @@ class KeywordOverlapScorer:
                 value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
             else:
                 value = coverage
-            out[cand.memory.id] = max(0.0, min(1.0, value))
+            out[cand.memory.id] = cand.keyword = max(0.0, min(1.0, value))
         return out
 
 
@@ -271,11 +277,14 @@ def score_candidates(
     graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds)
     for cand in candidates:
         mid = cand.memory.id
+        recency = cand.signals.get("recency")  # from the first pass: the same query, the same value
+        if recency is None:
+            recency = dates.closeness(cand.memory) if dates else recency_signal(cand.memory, now, half_lives)
         cand.signals = {
             "semantic": sem.get(mid, 0.0),
             "bm25": cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0,
             "graph": graph.get(mid, 0.0),
-            "recency": dates.closeness(cand.memory) if dates else recency_signal(cand.memory, now, half_lives),
+            "recency": recency,
             "importance": max(0.0, min(1.0, float(cand.memory.importance))),
             "frequency": max(0.0, min(1.0, float(frequency.get(mid, 0.0)))),
         }

@@ -53,8 +53,15 @@ class EmbeddingScorer:
 
     def similarities(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         """Rescaled cosine per candidate (0..1)."""
-        vector = self.query_vector(query_text(terms.expanded))
-        raw = self.vectors.similarities(vector, (c.memory.id for c in candidates))
+        todo = [c for c in candidates if c.raw_cosine is None]  # the rest were computed in the first pass
+        if todo:
+            vector = self.query_vector(query_text(terms.expanded))
+            found = self.vectors.similarities(vector, (c.memory.id for c in todo))
+            for cand in todo:
+                cand.raw_cosine = found.get(cand.memory.id, float("nan"))  # nan: no row for it
+        raw = {
+            c.memory.id: c.raw_cosine for c in candidates if c.raw_cosine is not None and c.raw_cosine == c.raw_cosine
+        }
         if not raw:
             return {}
         top = max(raw.values())
