@@ -217,14 +217,7 @@ class ChangeApplication(EngineState):
                 changed_ids.update(self.store.put_invalid(problem))
                 touched.add(rel)
         summary = self._finish(changed_ids, touched, unchanged)
-        index = self._require_index()
-        indexed = index.checksums()
-        drift = [m for m in self.store.memories.values() if not index.is_current(m)]
-        stale = [p for p in indexed if p not in self.store.by_path]
-        if drift or stale:
-            index.update(drift, stale)
-            summary.updated = sorted({*summary.updated, *(m.id for m in drift)})
-            summary.paths = sorted({*summary.paths, *(m.rel_path for m in drift), *stale})
+        if self._index_catch_up(summary)[1]:  # the index drifted from the store (a crash, a lost commit)
             self._bump()
         if self.vectors is not None:
             self.vectors.sync(list(self.store.memories.values()))

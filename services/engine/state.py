@@ -139,13 +139,22 @@ class EngineState:
 
     def _sync_index(self, summary: ChangeSummary) -> ChangeSummary:
         """Make the index match the store: re-index differing checksums, drop stale paths."""
+        upserts, _changed = self._index_catch_up(summary)
+        summary.unchanged = len(self.store.memories) - upserts
+        return summary
+
+    def _index_catch_up(self, summary: ChangeSummary) -> tuple[int, bool]:
+        """Re-index memories the index holds another checksum for, drop paths the store no longer has.
+
+        What it did is added to ``summary``; returns how many memories were
+        re-indexed and whether the index changed at all.
+        """
         index = self._require_index()
         indexed = index.checksums()
         upserts = [m for m in self.store.memories.values() if not index.is_current(m)]
         stale = [p for p in indexed if p not in self.store.by_path]
         if upserts or stale:
             index.update(upserts, stale)
-        summary.updated = sorted({*summary.updated, *(m.id for m in upserts)})
-        summary.paths = sorted({*summary.paths, *(m.rel_path for m in upserts), *stale})
-        summary.unchanged = len(self.store.memories) - len(upserts)
-        return summary
+            summary.updated = sorted({*summary.updated, *(m.id for m in upserts)})
+            summary.paths = sorted({*summary.paths, *(m.rel_path for m in upserts), *stale})
+        return len(upserts), bool(upserts or stale)
