@@ -265,9 +265,18 @@ class VectorIndex:
                 matrix[row] = 0.0
         self._state = (matrix, ids, row_of)
         self._centre = _Centre(matrix, ids)
-        if save:
-            self.save()
+        if save and (missing or freed or self._dirty or self._cache_has_extras(cached, todo, missing)):
+            self.save()  # a warm start whose rows all came from the cache does not rewrite it
         return len(missing)
+
+    @staticmethod
+    def _cache_has_extras(cached: dict[str, np.ndarray], todo: Sequence[Memory], missing: Sequence[int]) -> bool:
+        """True when the cache read at load holds rows no memory used (rewriting it drops them)."""
+        if not cached:
+            return False
+        skipped = set(missing)
+        used = {memory.checksum for i, memory in enumerate(todo) if i not in skipped}
+        return len(used) != len(cached)
 
     # --- queries ------------------------------------------------------------------
     def embed_query(self, text: str) -> np.ndarray:
