@@ -1,6 +1,6 @@
 """``EngineView``: what the use cases and transports need from the engine, as a typed Protocol.
 
-The engine (``services/engine.py``) is one class with many jobs inside; the
+The engine (``services/engine/``) is one class built from several parts; the
 seams around it (``services/api``, the daemon's context, the CLI's in-process
 backend) need only this part of it, so they are typed on it rather than on
 ``Any`` or on the whole class. It is structural: ``Engine`` satisfies it as it

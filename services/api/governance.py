@@ -175,7 +175,7 @@ def finding_card(finding: dict[str, Any]) -> dict[str, Any]:
     Adds ``id`` (the fingerprint), ``memory_ids``, ``actions`` (what ``POST /api/governance/actions``
     can do: archive, set_importance, dismiss), ``archive_ids``, a ``suggestion`` in words and, for
     god nodes, ``suggested_importance``. The suggested action (``finding["action"]``, see
-    ``services/governance.py``) decides which.
+    ``services/governance/analysis.py``) decides which.
     """
     suggested: dict[str, Any] = finding["action"] or {}
     kind = suggested.get("action")
