@@ -38,6 +38,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from ctxos.services.config import Config
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .asgi_bridge import asgi_handler
@@ -62,24 +63,11 @@ class HttpLimits:
     sse_max_streams: int = 16
 
     @classmethod
-    def from_config(cls, config: Any) -> HttpLimits:
-        """Read and check the section; a value that is not a positive number refuses to start HTTP."""
-        values: dict[str, Any] = {}
-        for name, default in ((f.name, f.default) for f in dataclasses.fields(cls)):
-            raw = config.get(f"http_limits.{name}", default)
-            kind = float if isinstance(default, float) else int
-            if (
-                isinstance(raw, bool)
-                or not isinstance(raw, (int, float))
-                or raw <= 0
-                or (kind is int and int(raw) != raw)
-            ):
-                raise ValueError(
-                    f"_config.yaml: http_limits.{name} must be a positive "
-                    f"{'number' if kind is float else 'whole number'}, not {raw!r}; HTTP is off"
-                )
-            values[name] = kind(raw)
-        return cls(**values)
+    def from_config(cls, config: Config) -> HttpLimits:
+        """The typed section: a value that is not a positive number made the file unusable, and HTTP refuses
+        to start on an unusable file (services/settings.py checks it strictly)."""
+        limits = config.settings.http_limits
+        return cls(float(limits.mcp_session_idle_s), limits.mcp_max_sessions, limits.sse_max_streams)
 
 
 @web.middleware
@@ -172,9 +160,9 @@ class HttpServerComponent:
         except (CredentialError, OSError) as exc:
             # Fail closed: without a credential we can trust, serve no HTTP at all.
             raise ValueError(f"HTTP is off: {exc}") from exc
-        host = str(config.get("daemon.http_host", "127.0.0.1"))
+        host = config.settings.daemon.http_host
         option_port = getattr(getattr(ctx, "options", None), "http_port", None)
-        port = int(option_port if option_port is not None else config.get("daemon.http_port", 3847))
+        port = int(option_port if option_port is not None else config.settings.daemon.http_port)
         sock = bind_loopback(host, port)
         try:
             address, bound_port = sock.getsockname()[:2]

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
+
+from .settings import Settings, describe
 
 CONFIG_FILENAME = "_config.yaml"
 
@@ -41,13 +44,37 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One value of ``_config.yaml`` that cannot be used: where, which setting, and why."""
+
+    field: str  # dotted: "daemon.http_port"
+    reason: str  # in user words: "must be a whole number from 0 to 65535, not 'x'"
+    line: int | None = None  # 1-based line in the file, when it can be found
+    file: str = CONFIG_FILENAME
+
+    def __str__(self) -> str:
+        where = f" line {self.line}" if self.line else ""
+        return f"{self.file}{where}: {self.field} {self.reason}"
+
+
 @dataclass
 class Config:
-    """Effective configuration plus the problem, if ``_config.yaml`` could not be used."""
+    """Effective configuration plus the problems, if ``_config.yaml`` could not be used.
+
+    ``settings`` is the typed model (``config.settings.query.candidate_k``); ``data`` the same
+    values as a plain mapping for the few places that pass sections on (``get("a.b")``).
+    """
 
     data: dict[str, Any] = field(default_factory=default_config)
     error: str | None = None
     usable: bool = True  # False: the file did not parse or validate (``data`` are then not the user's)
+    problems: list[ConfigProblem] = field(default_factory=list)  # every field that failed, for doctor
+    settings: Settings = field(init=False)
+
+    def __post_init__(self) -> None:
+        # ``data`` is validated (or the defaults) by construction; the model is built once here.
+        self.settings = Settings.model_validate(self.data)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """Look up ``"a.b.c"``; ``default`` when any part is missing."""
@@ -62,17 +89,22 @@ class Config:
         value = self.data.get(name)
         return value if isinstance(value, dict) else {}
 
+    def problem_lines(self) -> list[str]:
+        """Each problem on its own line (what ``ctxos doctor`` lists); the error when there are none."""
+        return [str(p) for p in self.problems] or ([self.error] if self.error else [])
+
 
 def load_config(workspace: Path) -> Config:
     """Load ``_config.yaml`` from a workspace.
 
     A file that does not parse or does not validate gives a ``Config`` whose
-    ``error`` names the file and line (``_config.yaml line 7: ...``) and whose
-    ``usable`` is False. Its data are the defaults, but callers must not
-    treat them as the user's choice: the engine keeps its last good
-    configuration (``Engine.reload_config``) and HTTP refuses to start on a
-    first start with a broken file (fail closed: no security setting falls
-    back to an open default).
+    ``error`` names the file and line (``_config.yaml line 7: ...``), whose
+    ``problems`` list every field that failed, and whose ``usable`` is False.
+    Its data are the defaults, but callers must not treat them as the user's
+    choice: the engine keeps its last good configuration
+    (``Engine.reload_config``) and HTTP refuses to start on a first start with
+    a broken file (fail closed: no security setting falls back to an open
+    default).
     """
     defaults = default_config()
     path = Path(workspace) / CONFIG_FILENAME
@@ -93,65 +125,27 @@ def load_config(workspace: Path) -> Config:
         return Config(
             defaults, error=f"{CONFIG_FILENAME} line 1: the top level must be a mapping of sections", usable=False
         )
-    problems = validate(loaded)
+    problems = [ConfigProblem(dotted, message, _key_line(text, dotted)) for dotted, message in validate(loaded)]
     if problems:
-        dotted, message = problems[0]
-        line = _key_line(text, dotted)
-        where = f" line {line}" if line else ""
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return Config(defaults, error=f"{CONFIG_FILENAME}{where}: {dotted} {message}{more}", usable=False)
+        more = f" (and {len(problems) - 1} more: ctxos doctor lists them)" if len(problems) > 1 else ""
+        return Config(defaults, error=f"{problems[0]}{more}", usable=False, problems=problems)
     return Config(deep_merge(defaults, loaded))
 
 
-# Security-relevant keys are checked strictly: a wrong type must never turn into an open default.
-def _is_port(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65535
-
-
-def _is_positive(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-
-
-def _is_positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-_CHECKS: dict[str, tuple[Any, str]] = {
-    "daemon.http_host": (
-        lambda v: isinstance(v, str) and bool(v.strip()),
-        "must be a host name (127.0.0.1, ::1 or localhost)",
-    ),
-    "daemon.http_port": (_is_port, "must be a whole number from 0 to 65535"),
-    "daemon.http_token": (
-        lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
-        "must be a non-empty string, or null",
-    ),
-    "daemon.http_auth": (lambda v: v in ("token", "none"), "must be token (the default) or none"),
-    "http_limits.mcp_session_idle_s": (_is_positive, "must be a positive number of seconds"),
-    "http_limits.mcp_max_sessions": (_is_positive_int, "must be a positive whole number"),
-    "http_limits.sse_max_streams": (_is_positive_int, "must be a positive whole number"),
-    # writing generated files into a person's vault only when asked: a typo must not mean "yes"
-    "router.write_to_workspace": (lambda v: v is None or isinstance(v, bool), "must be true, false or null"),
-}
-_SECTIONS = ("daemon", "http_limits")
-
-
 def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(dotted key, problem)`` for each value of ``loaded`` (the user's file) that cannot be used."""
-    problems: list[tuple[str, str]] = []
-    for section in _SECTIONS:
-        if section in loaded and not isinstance(loaded[section], dict):
-            problems.append((section, "must be a mapping of settings"))
-    from .federation import CONFIG_KEY, check_federate
+    """``(dotted key, problem)`` for each value of ``loaded`` (the user's file) that cannot be used.
 
-    federate_problem = check_federate(loaded.get(CONFIG_KEY))
-    if federate_problem:
-        problems.append((CONFIG_KEY, f"{federate_problem}, not {loaded.get(CONFIG_KEY)!r}"))
-    for dotted, (check, message) in _CHECKS.items():
-        section, key = dotted.split(".", 1)
-        node = loaded.get(section)
-        if isinstance(node, dict) and key in node and not check(node[key]):
-            problems.append((dotted, f"{message}, not {node[key]!r}"))
+    The file is merged over the defaults and checked against the typed model, so a problem
+    is reported for every field at once, in user words, with the value that was given.
+    """
+    problems: list[tuple[str, str]] = []
+    try:
+        Settings.model_validate(deep_merge(default_config(), loaded))
+    except ValidationError as exc:
+        for error in exc.errors():
+            dotted = ".".join(str(part) for part in error["loc"])
+            given = f", not {error['input']!r}" if "input" in error and not isinstance(error["input"], dict) else ""
+            problems.append((dotted, describe(error) + given))
     daemon = loaded.get("daemon")
     if isinstance(daemon, dict) and daemon.get("http_auth") == "none" and daemon.get("http_token"):
         # Two settings that contradict each other: refuse rather than guess which one was meant.

@@ -87,17 +87,17 @@ class HealthSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> HealthSettings:
-        h = config.section("health")
-        base = cls()
+        """The typed ``health`` section (checked when the file was loaded: services/settings.py)."""
+        h = config.settings.health
         weights = dict(DEFAULT_WEIGHTS)
-        weights.update({k: float(v) for k, v in (h.get("weights") or {}).items() if k in DEFAULT_WEIGHTS})
-        ideal = h.get("efficiency_ideal") or [base.efficiency_low, base.efficiency_high]
+        weights.update({k: v for k, v in h.weights.items() if k in DEFAULT_WEIGHTS})
+        low, high = h.efficiency_ideal
         return cls(
-            coverage_days=float(h.get("coverage_days", base.coverage_days)),
-            freshness_days=float(h.get("freshness_days", base.freshness_days)),
-            efficiency_low=float(ideal[0]),
-            efficiency_high=float(ideal[1]),
-            freshness_exempt_types=tuple(h.get("freshness_exempt_types", base.freshness_exempt_types) or ()),
+            coverage_days=h.coverage_days,
+            freshness_days=h.freshness_days,
+            efficiency_low=low,
+            efficiency_high=high,
+            freshness_exempt_types=tuple(h.freshness_exempt_types),
             weights=weights,
         )
 

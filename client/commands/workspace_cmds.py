@@ -156,7 +156,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 0
     print(f"workspace: {root}")
     print(f"memories: {data['memories']} valid, {data['count']} skipped")
-    for problem in filter(None, [data.get("config_error"), *data.get("problems", [])]):
+    # The summary first, then each setting that failed on its own line (file, line, field, reason).
+    for problem in dict.fromkeys(filter(None, [data.get("config_error"), *data.get("problems", [])])):
         print(f"config: {problem}")
     for item in data["invalid"]:
         print(f"  {item['path']}: {item['reason']}")

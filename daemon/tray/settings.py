@@ -6,7 +6,8 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from ctxos.services.config import Config
 
 CALL_TIMEOUT_S = 60.0
 SHOW_TIMEOUT_S = 15.0  # import pystray + dock the icon
@@ -26,21 +27,19 @@ class TraySettings:
     mode: str = "auto"
 
     @classmethod
-    def from_config(cls, config: Any) -> TraySettings:
-        base = cls()
-
-        def get(key: str, default: Any) -> Any:
-            value = config.get(f"tray.{key}", default) if config is not None else default
-            return default if value is None else value
-
+    def from_config(cls, config: Config | None) -> TraySettings:
+        """The typed ``tray`` section (checked when the file was loaded: services/settings.py); defaults without one."""
+        if config is None:
+            return cls()
+        t = config.settings.tray
         return cls(
-            good_from=float(get("band_good_from", base.good_from)),
-            fair_from=float(get("band_fair_from", base.fair_from)),
-            refresh_seconds=max(5.0, float(get("refresh_seconds", base.refresh_seconds))),
-            min_refresh_gap_s=max(0.0, float(get("min_refresh_gap_s", base.min_refresh_gap_s))),
-            notify_min_interval_s=max(0.0, float(get("notify_min_interval_s", base.notify_min_interval_s))),
-            notifications=bool(get("notifications", base.notifications)),
-            mode=str(get("mode", base.mode)),
+            good_from=t.band_good_from,
+            fair_from=t.band_fair_from,
+            refresh_seconds=t.refresh_seconds,
+            min_refresh_gap_s=t.min_refresh_gap_s,
+            notify_min_interval_s=t.notify_min_interval_s,
+            notifications=t.notifications,
+            mode=t.mode,
         )
 
     def resolved_mode(self, platform: str | None = None) -> str:

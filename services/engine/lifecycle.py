@@ -174,11 +174,16 @@ class Lifecycle(EngineState):
         fresh = load_config(self.root)
         if not fresh.usable and self._config_ok:
             # Fail closed: a typo must not replace the user's settings (a token, say) with defaults.
-            fresh = Config(self.config.data, error=f"{fresh.error}; keeping the last good configuration", usable=True)
+            fresh = Config(
+                self.config.data,
+                error=f"{fresh.error}; keeping the last good configuration",
+                usable=True,
+                problems=fresh.problems,
+            )
         else:
             self._config_ok = self._config_ok or fresh.usable
         self.config = fresh
-        self.problems = [self.config.error] if self.config.error else []
+        self.problems = self.config.problem_lines()  # one line per field that failed (ctxos doctor)
         try:
             counter = get_counter(self.config.get("tokens.counter", "heuristic"))
         except ValueError as exc:

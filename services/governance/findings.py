@@ -87,27 +87,25 @@ class GovernanceSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> GovernanceSettings:
-        g = config.section("governance")
-        decay, conflict, dup, god = (g.get(k) or {} for k in ("decay", "conflict", "consolidation", "god_nodes"))
-        base = cls()
+        """The typed ``governance`` section (checked when the file was loaded: services/settings.py)."""
+        g = config.settings.governance
+        decay, conflict, dup, god = g.decay, g.conflict, g.consolidation, g.god_nodes
         return cls(
-            decay_days=int(decay.get("days", base.decay_days)),
-            decay_max_loads=int(decay.get("max_loads", base.decay_max_loads)),
-            decay_exempt_types=tuple(decay.get("exempt_types", base.decay_exempt_types) or ()),
-            scratch_ttl_days=int(g.get("scratch_ttl_days", base.scratch_ttl_days)),
-            conflict_min_text_jaccard=float(conflict.get("min_text_overlap", base.conflict_min_text_jaccard)),
-            conflict_importance_gap=float(conflict.get("importance_gap", base.conflict_importance_gap)),
-            contradiction_min_words=int(conflict.get("contradiction_min_words", base.contradiction_min_words)),
-            contradiction_min_jaccard=float(conflict.get("contradiction_min_overlap", base.contradiction_min_jaccard)),
-            contradiction_min_topic_overlap=float(
-                conflict.get("contradiction_min_topic_overlap", base.contradiction_min_topic_overlap)
-            ),
-            duplicate_min_jaccard=float(dup.get("min_overlap", base.duplicate_min_jaccard)),
-            duplicate_shingle_words=int(dup.get("shingle_words", base.duplicate_shingle_words)),
-            god_min_ratio=float(god.get("min_centrality_ratio", base.god_min_ratio)),
-            god_min_degree=int(god.get("min_degree", base.god_min_degree)),
-            god_max_importance=float(god.get("max_importance", base.god_max_importance)),
-            max_posting=int(g.get("max_posting", base.max_posting)),
+            decay_days=int(decay.days),
+            decay_max_loads=decay.max_loads,
+            decay_exempt_types=tuple(decay.exempt_types),
+            scratch_ttl_days=int(g.scratch_ttl_days),
+            conflict_min_text_jaccard=conflict.min_text_overlap,
+            conflict_importance_gap=conflict.importance_gap,
+            contradiction_min_words=conflict.contradiction_min_words,
+            contradiction_min_jaccard=conflict.contradiction_min_overlap,
+            contradiction_min_topic_overlap=conflict.contradiction_min_topic_overlap,
+            duplicate_min_jaccard=dup.min_overlap,
+            duplicate_shingle_words=dup.shingle_words,
+            god_min_ratio=god.min_centrality_ratio,
+            god_min_degree=god.min_degree,
+            god_max_importance=god.max_importance,
+            max_posting=g.max_posting,
         )
 
 
