@@ -16,7 +16,7 @@ of patching it. ``communities.py`` (Leiden) reads ``edges()``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -156,12 +156,37 @@ def _authority(graph: LinkGraph, damping: float) -> dict[str, float]:
     edges = graph.explicit_edges()
     if not edges:
         return {node: 0.0 for node in graph.nodes}
-    import igraph  # C implementation; networkx's PageRank needs scipy, which is not a dependency
-
-    position = {node: i for i, node in enumerate(graph.nodes)}
-    g = igraph.Graph(n=len(graph.nodes), edges=[(position[a], position[b]) for a, b in edges], directed=True)
-    ranks = g.pagerank(directed=True, damping=damping)
-    low, high = min(ranks), max(ranks)
+    ranks = pagerank(graph.nodes, edges, damping=damping)
+    low, high = min(ranks.values()), max(ranks.values())
     if high - low <= 1e-12:
         return {node: 0.0 for node in graph.nodes}
-    return {node: (ranks[i] - low) / (high - low) for node, i in position.items()}
+    return {node: (rank - low) / (high - low) for node, rank in ranks.items()}
+
+
+# Graph algorithms: igraph (C) for all of them. networkx is not a dependency: its PageRank needs
+# scipy and is slower at 10,000 memories (docs/engine.md#graph-library), and igraph is already
+# here for Leiden (communities.py).
+
+
+def pagerank(
+    nodes: Sequence[str],
+    edges: Sequence[tuple[str, str]],
+    weights: Sequence[float] | None = None,
+    *,
+    damping: float = 0.85,
+) -> dict[str, float]:
+    """Raw PageRank of a directed graph (sums to 1 over ``nodes``): igraph's PRPACK."""
+    import igraph  # imported here: building the graph needs it, loading the module does not
+
+    position = {node: i for i, node in enumerate(nodes)}
+    g = igraph.Graph(n=len(nodes), edges=[(position[a], position[b]) for a, b in edges], directed=True)
+    ranks = g.pagerank(directed=True, damping=damping, weights=list(weights) if weights is not None else None)
+    return {node: ranks[i] for node, i in position.items()}
+
+
+def connected_components(n: int, pairs: Iterable[tuple[int, int]]) -> list[int]:
+    """The component number of each of ``n`` items joined by undirected ``pairs`` (igraph)."""
+    import igraph
+
+    membership: list[int] = igraph.Graph(n=n, edges=list(pairs)).connected_components().membership
+    return membership

@@ -107,12 +107,6 @@ def _few(ids: Sequence[str], n: int = 5) -> str:
     return shown + (f" and {len(ids) - n} more" if len(ids) > n else "")
 
 
-def _modified(memory: Memory) -> datetime:
-    if memory.modified is not None:
-        return memory.modified
-    return datetime.fromtimestamp(memory.mtime, UTC).replace(tzinfo=None)
-
-
 def coverage_part(memories: Sequence[Memory], loaded_ids: Collection[str], s: HealthSettings) -> HealthPart:
     ids = [m.id for m in memories]
     loaded = set(loaded_ids)
@@ -186,7 +180,7 @@ def freshness_part(memories: Sequence[Memory], now: datetime, s: HealthSettings)
     days = s.freshness_days
     total, stale = 0.0, []
     for memory in considered:
-        age = max(0.0, (now - _modified(memory)).total_seconds() / 86400.0)
+        age = max(0.0, (now - memory.last_modified).total_seconds() / 86400.0)
         if age <= days:
             total += 1.0
         else:

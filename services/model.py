@@ -8,7 +8,7 @@ without pulling in the index or the file parser.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -136,6 +136,13 @@ class Memory:
     def label(self) -> str:
         """What a rendering shows beside the id: the type, and ``source`` for a source."""
         return f"{self.type}, source" if self.is_source else self.type
+
+    @property
+    def last_modified(self) -> datetime:
+        """When the memory last changed, naive UTC: ``modified`` from the frontmatter, else the file's mtime."""
+        if self.modified is not None:
+            return self.modified
+        return datetime.fromtimestamp(self.mtime, UTC).replace(tzinfo=None)
 
     @property
     def links(self) -> list[str]:

@@ -98,3 +98,14 @@ def test_bench_footprint_small(tmp_path):
     traced = data["traced_mb_by_component"]
     assert traced["store (parsed memories)"] > 0 and traced["Whoosh index (checksums, searchers)"] > 0
     assert abs(sum(data["query_time_share_pct"].values()) - 100.0) < 0.5
+
+
+def test_bench_graph_libs_small(tmp_path):
+    """igraph's PageRank (the engine's) runs on a real link graph; against networkx when it is installed."""
+    shared_data("tldr")
+    data = run_bench("bench_graph_libs.py", tmp_path / "graph_libs.json")
+    assert data["memories"] >= 290 and data["explicit_edges"] > 0
+    for name in ("authority", "centrality"):
+        assert data[name]["igraph_ms"] > 0
+        if data["networkx"]:
+            assert data[name]["max_abs_diff"] < 1e-6  # the same ranks within tolerance

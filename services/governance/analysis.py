@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..graph import connected_components
 from ..model import InvalidFile, Memory
 from ..similarity import claims, content_tokens, contradictions, jaccard, shingles, similarity_join
 from .findings import KINDS, Finding, GovernanceInputs, GovernanceSettings
@@ -19,12 +20,6 @@ from .findings import KINDS, Finding, GovernanceInputs, GovernanceSettings
 
 def _utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-def _modified(memory: Memory) -> datetime:
-    if memory.modified is not None:
-        return memory.modified
-    return datetime.fromtimestamp(memory.mtime, UTC).replace(tzinfo=None)
 
 
 def _text(memory: Memory) -> str:
@@ -78,7 +73,7 @@ def decay_findings(
             or memory.is_source
         ):  # accepted references, read-only: archiving one is refused anyway
             continue
-        modified = _modified(memory)
+        modified = memory.last_modified
         count = int(loads.get(memory.id, 0))
         if modified <= cutoff and count <= settings.decay_max_loads:
             age = (now - modified).days
@@ -111,7 +106,7 @@ def scratch_findings(memories: Sequence[Memory], now: datetime, settings: Govern
     """Scratch memories older than their TTL (by last modification)."""
     found = []
     for memory in scratch_expired(memories, now, settings.scratch_ttl_days):
-        age = (now - _modified(memory)).days
+        age = (now - memory.last_modified).days
         found.append(
             Finding(
                 "scratch_expired",
@@ -133,7 +128,7 @@ def scratch_findings(memories: Sequence[Memory], now: datetime, settings: Govern
 
 def scratch_expired(memories: Iterable[Memory], now: datetime, ttl_days: int) -> list[Memory]:
     cutoff = now - timedelta(days=ttl_days)
-    return [m for m in memories if m.type == "scratch" and not m.protected and _modified(m) <= cutoff]
+    return [m for m in memories if m.type == "scratch" and not m.protected and m.last_modified <= cutoff]
 
 
 def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) -> list[Finding]:
@@ -223,29 +218,20 @@ def consolidation_findings(memories: Sequence[Memory], settings: GovernanceSetti
     """Clusters of near-duplicates (word-shingle Jaccard >= ``duplicate_min_jaccard``), joined transitively."""
     sets = [shingles(_text(m), settings.duplicate_shingle_words) for m in memories]
     pairs = similarity_join(sets, settings.duplicate_min_jaccard, settings.max_posting)
-    parent = list(range(len(memories)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i, j, _ in pairs:
-        parent[find(i)] = find(j)
+    component = connected_components(len(memories), [(i, j) for i, j, _ in pairs])
     clusters: dict[int, list[int]] = {}
     for i, j, _ in pairs:
         for k in (i, j):
-            members = clusters.setdefault(find(k), [])
+            members = clusters.setdefault(component[k], [])
             if k not in members:
                 members.append(k)
     pair_scores: dict[int, list[tuple[int, int, float]]] = {}
     for i, j, score in pairs:
-        pair_scores.setdefault(find(i), []).append((i, j, score))
+        pair_scores.setdefault(component[i], []).append((i, j, score))
     found = []
     for root, members in clusters.items():
         group = sorted((memories[k] for k in members), key=lambda m: m.id)
-        keep = max(group, key=lambda m: (m.importance, _modified(m), m.id))
+        keep = max(group, key=lambda m: (m.importance, m.last_modified, m.id))
         others = [m.id for m in group if m.id != keep.id]
         top = sorted(pair_scores[root], key=lambda p: -p[2])[:10]
         found.append(

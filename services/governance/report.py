@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic import atomic_write_text
-from ..graph import LinkGraph
+from ..graph import LinkGraph, pagerank
 from ..model import Memory
 from ..workspace import state_dir
 from .analysis import analyze
@@ -103,24 +103,15 @@ def centrality(graph: LinkGraph) -> tuple[dict[str, float], dict[str, int]]:
     ``LinkGraph.authority`` is rescaled 0..1 for scoring; god-node detection needs
     "how many times the average", hence the raw values here.
     """
-    nodes = list(graph.nodes)
-    degree = {node: len(graph.neighbours(node)) for node in nodes}
-    position = {node: i for i, node in enumerate(nodes)}
-    edges: list[tuple[int, int]] = []
-    weights: list[float] = []
-    for src, dst in graph.explicit_edges():
-        edges.append((position[src], position[dst]))
-        weights.append(1.0)
+    degree = {node: len(graph.neighbours(node)) for node in graph.nodes}
+    edges = list(graph.explicit_edges())
+    weights = [1.0] * len(edges)
     for a, b in graph.implicit_edges():
-        edges += [(position[a], position[b]), (position[b], position[a])]
+        edges += [(a, b), (b, a)]
         weights += [0.5, 0.5]
     if not edges:
         return {}, degree
-    import igraph
-
-    g = igraph.Graph(n=len(nodes), edges=edges, directed=True)
-    ranks = g.pagerank(directed=True, weights=weights)
-    return {node: ranks[i] for node, i in position.items()}, degree
+    return pagerank(graph.nodes, edges, weights), degree
 
 
 def gather_inputs(engine: EngineView, settings: GovernanceSettings, now: datetime | None = None) -> GovernanceInputs:
