@@ -130,8 +130,8 @@ class HttpLimitsSettings(Section):
 
 
 class TraySettingsModel(Section):
-    band_good_from: Annotated[float, Field(ge=0, le=100)] = 75
-    band_fair_from: Annotated[float, Field(ge=0, le=100)] = 50
+    band_good_from: NonNegativeFloat = 75  # above 100: never green (tests move the bands around a score)
+    band_fair_from: NonNegativeFloat = 50
     refresh_seconds: Annotated[float, Field(ge=5)] = 300
     min_refresh_gap_s: NonNegativeFloat = 30
     notifications: bool = True
