@@ -41,6 +41,7 @@ from typing import Protocol
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
 from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
 from whoosh.query import Term
 from whoosh.writing import CLEAR
 
@@ -140,6 +141,19 @@ class IndexUpdate:
     unchanged: int = 0
 
 
+def _storage(index_dir: Path) -> FileStorage:
+    """The index folder's storage, read through plain files rather than ``mmap``.
+
+    Whoosh reads a segment's compound file through ``mmap`` by default, and then
+    wraps each sub-file in ``BytesIO(memoryview)``, which *copies* it: every
+    searcher held the whole terms and postings files in RAM (26.5 MiB at
+    10,000 memories, measured with tracemalloc after one query). Plain files
+    read only what a lookup needs, from the page cache (~1 ms more CPU per
+    query at 10,000, measured p50 10.5 -> 11.5 ms thread time).
+    """
+    return FileStorage(str(index_dir), supports_mmap=False)
+
+
 class MemoryIndex:
     """A Whoosh index of memories, keyed by workspace-relative path."""
 
@@ -173,7 +187,7 @@ class MemoryIndex:
             elif not version_file.exists() or version_file.read_text().strip() != SCHEMA_VERSION:
                 self.recovered = "index schema changed"
             else:
-                ix = whoosh_index.open_dir(str(self.dir), indexname=INDEX_NAME)
+                ix = _storage(self.dir).open_index(INDEX_NAME)
                 with ix.searcher() as searcher:
                     stored = list(searcher.all_stored_fields())
                 self._checksums = {f["path"]: f.get("checksum", "") for f in stored}
@@ -202,7 +216,7 @@ class MemoryIndex:
         elif self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._ix = whoosh_index.create_in(str(self.dir), build_schema(), indexname=INDEX_NAME)
+        self._ix = _storage(self.dir).create().create_index(build_schema(), indexname=INDEX_NAME)
         (self.dir / SCHEMA_VERSION_FILE).write_text(SCHEMA_VERSION + "\n")
         self._checksums = {}
         self._ids = {}
