@@ -12,7 +12,7 @@ mean recall@5 + recall@10 over the three units, per intent the questions get
 row is also reported under leave-one-conversation-out cross-validation
 (tune on 4 conversations, measure on the 5th) so the overfit is visible.
 
-    python benchmarks/tune_weights.py [--recollect] [--config _config.yaml]
+    python benchmarks/tune_weights.py [--recollect] [--config _config.yaml] [--halves]
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ from bench_engine import UNITS, _evidence, build_locomo_workspace  # noqa: E402
 from corpora import DATA_DIR  # noqa: E402
 from ctxos.services.config import default_config  # noqa: E402
 from ctxos.services.engine import Engine  # noqa: E402
+from ctxos.services.query_dates import QueryDates, date_weights, find_dates  # noqa: E402
 from ctxos.services.semantic.scorer import EMBED_SHARE  # noqa: E402
+
+_DATED = QueryDates(months=((1, 1),))  # any named date: only its presence changes the row
 
 SIGNALS = ("semantic", "bm25", "graph", "recency", "importance", "frequency")
 CACHE = Path(__file__).resolve().parent / ".cache" / "tune_weights.pkl"
@@ -65,6 +68,7 @@ def collect(small: bool = False) -> list[dict]:
                                 "conv": conv,
                                 "unit": unit,
                                 "intent": scored.intent,
+                                "dated": bool(find_dates(str(qa["question"]))),
                                 "ids": ids,
                                 "cos": cos,
                                 "keyword": keyword,
@@ -84,7 +88,9 @@ def collect(small: bool = False) -> list[dict]:
 
 
 def rank(rec: dict, w: dict[str, float], share: float) -> np.ndarray:
-    """Candidate order for weight row ``w`` (two passes, as score_query)."""
+    """Candidate order for weight row ``w`` (two passes, as score_query; a named date raises recency)."""
+    if rec.get("dated"):
+        w = date_weights(dict(w), _DATED)
     sem = share * rec["cos"] + (1 - share) * rec["keyword"]
     base = (
         w["semantic"] * sem
@@ -162,10 +168,30 @@ def search(records: list[dict], start: dict[str, float], share: float, rounds: i
     return best_w, best_share, best
 
 
+def halves(records: list[dict], rows: dict[str, dict[str, float]], share: float) -> dict[str, list[float]]:
+    """R@5 and R@10 per unit on the even and the odd conversations, each question ranked with its intent's row.
+
+    The split used since the second issue-13 round: a change is chosen on the even conversations
+    (0, 2, 4) and kept only when the odd ones (1, 3) move the same way (docs/engine.md#tuning).
+    """
+    out: dict[str, list[float]] = {}
+    for unit in UNITS:
+        for parity, name in ((0, "even"), (1, "odd")):
+            subset = [r for r in records if r["unit"] == unit and r["conv"] % 2 == parity]
+            if not subset:
+                continue
+            orders = [rank(r, rows.get(r["intent"], rows["default"]), share) for r in subset]
+            out[f"{unit}/{name}"] = [
+                round(100 * sum(recall_at(r, o, k) for r, o in zip(subset, orders)) / len(subset), 1) for k in (5, 10)
+            ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=None, help="_config.yaml whose rows to start from (default: shipped)")
     parser.add_argument("--recollect", action="store_true")
+    parser.add_argument("--halves", action="store_true", help="only report R@5/R@10 per unit on even/odd conversations")
     args = parser.parse_args(argv)
     if CACHE.exists() and not args.recollect:
         records = pickle.loads(CACHE.read_bytes())
@@ -174,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         CACHE.parent.mkdir(parents=True, exist_ok=True)
         CACHE.write_bytes(pickle.dumps(records))
     config = yaml.safe_load(Path(args.config).read_text()) if args.config else default_config()
+    if args.halves:
+        print(json.dumps(halves(records, config["weights"], EMBED_SHARE)))
+        return 0
     out = {}
     for intent in ("recall", "default"):
         subset = [r for r in records if r["intent"] == intent]
