@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__:
-    from .client import Peer
-    from .venvs import ensure_venv
+    from .venvs import VenvPeer
 
 TANTIVY_REQUIREMENT = "tantivy==0.27.0"
 _WORD_RE = re.compile(r"[A-Za-z0-9]+")
@@ -37,25 +36,13 @@ def iter_markdown(root: Path):
 
 if __package__:
 
-    class Bm25Peer(Peer):
+    class Bm25Peer(VenvPeer):
         name = "bm25"
         label = "BM25 (tantivy)"
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.python: Path | None = None
-            self.version = TANTIVY_REQUIREMENT.split("==")[1]
-
-        def prepare(self) -> None:
-            self.python = ensure_venv("tantivy", [TANTIVY_REQUIREMENT])
-
-        def worker_argv(self) -> list[str]:
-            assert self.python is not None
-            return [str(self.python), str(Path(__file__).resolve())]
-
-        def index_paths(self) -> list[Path]:
-            assert self.work is not None
-            return [self.work / "tantivy-index"]
+        venv_name = "tantivy"
+        requirements = (TANTIVY_REQUIREMENT,)
+        script = Path(__file__).resolve()
+        index_folder = "tantivy-index"
 
 
 class _Worker:

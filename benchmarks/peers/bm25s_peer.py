@@ -19,8 +19,7 @@ from typing import Any
 
 if __package__:
     from .bm25_peer import iter_markdown
-    from .client import Peer
-    from .venvs import ensure_venv
+    from .venvs import VenvPeer
 else:  # the worker, run as a script inside the peer's venv
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bm25_peer import iter_markdown  # type: ignore[import-not-found,no-redef]
@@ -30,25 +29,13 @@ BM25S_REQUIREMENTS = ["bm25s==0.3.16", "PyStemmer==3.1.0"]
 
 if __package__:
 
-    class Bm25sPeer(Peer):
+    class Bm25sPeer(VenvPeer):
         name = "bm25s"
         label = "BM25 (bm25s)"
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.python: Path | None = None
-            self.version = BM25S_REQUIREMENTS[0].split("==")[1]
-
-        def prepare(self) -> None:
-            self.python = ensure_venv("bm25s", BM25S_REQUIREMENTS)
-
-        def worker_argv(self) -> list[str]:
-            assert self.python is not None
-            return [str(self.python), str(Path(__file__).resolve())]
-
-        def index_paths(self) -> list[Path]:
-            assert self.work is not None
-            return [self.work / "bm25s-index"]
+        venv_name = "bm25s"
+        requirements = tuple(BM25S_REQUIREMENTS)
+        script = Path(__file__).resolve()
+        index_folder = "bm25s-index"
 
 
 class _Worker:

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .client import PeerUnavailable
+from .client import Peer, PeerUnavailable
 
 CACHE_DIR = Path(os.environ.get("CTXOS_BENCH_CACHE") or Path(__file__).resolve().parents[1] / ".cache")
 VENVS_DIR = CACHE_DIR / "venvs"
@@ -99,3 +99,32 @@ def ensure_venv(name: str, requirements: list[str], *, minimum_python: tuple[int
     stamp.write_text(wanted, encoding="utf-8")
     log(f"[peers] {name} ready in {time.perf_counter() - started:.0f} s")
     return venv_python(venv)
+
+
+class VenvPeer(Peer):
+    """A peer whose worker is one script run by the Python of its own venv (Tantivy, bm25s).
+
+    Subclasses name the venv, its pinned requirements (the first one's version is the
+    peer's), the worker script and the folder its index is written to.
+    """
+
+    venv_name = ""
+    requirements: tuple[str, ...] = ()
+    script: Path
+    index_folder = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.python: Path | None = None
+        self.version = self.requirements[0].split("==")[1]
+
+    def prepare(self) -> None:
+        self.python = ensure_venv(self.venv_name, list(self.requirements))
+
+    def worker_argv(self) -> list[str]:
+        assert self.python is not None
+        return [str(self.python), str(self.script)]
+
+    def index_paths(self) -> list[Path]:
+        assert self.work is not None
+        return [self.work / self.index_folder]
