@@ -22,27 +22,9 @@ from .model import Memory
 DATE_WEIGHT = 0.3  # the recency share of the row (at least) when the query names a date
 DAY_HALF_LIFE = 3.0  # days apart at which closeness to a named day halves
 
-_MONTHS = {
-    name: number
-    for number, full in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ),
-        1,
-    )
-    for name in (full, full[:3])
-}
+# English month names and their three-letter forms ("may" is both); dates are parsed in English only
+_MONTH_NAMES = "January February March April May June July August September October November December".split()
+_MONTHS = {name: number for number, full in enumerate(_MONTH_NAMES, 1) for name in (full.lower(), full[:3].lower())}
 _MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(\d{4})"
