@@ -49,6 +49,9 @@ def job_governance(engine: Any) -> dict[str, Any]:
     from ctxos.services.governance import governance_report
 
     report = governance_report(engine)
+    # The scheduled run keeps nothing: its report is saved (.ctxos/governance.json) and the
+    # engine's memo would hold it (~16 MiB live at 10,000) until the next ask, maybe an hour.
+    engine.governance_reports.clear()
     return {"findings": len(report.findings), "counts": report.counts(), "elapsed_ms": round(report.elapsed_ms, 1)}
 
 

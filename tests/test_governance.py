@@ -418,3 +418,34 @@ def test_memo_reuses_a_value_for_its_key_only() -> None:
     assert memo.get(("a", 2)) is None  # another generation, load or config: recompute
     memo.clear()
     assert memo.get(("a", 1)) is None
+
+
+def test_an_expired_memo_value_is_freed_at_the_next_ask_and_the_scheduled_run_keeps_none(make_workspace) -> None:
+    """Issue 16: a governance report (~16 MiB live at 10,000) is not held past its use."""
+    import gc
+    import weakref
+
+    from ctxos.daemon.scheduler import job_governance
+    from ctxos.services.engine.memo import Memo
+
+    class Value:
+        pass
+
+    memo: Memo[Value] = Memo(max_age_s=0.0)
+    value = Value()
+    ref = weakref.ref(value)
+    memo.put("k", value)
+    del value
+    assert memo.get("k") is None
+    gc.collect()
+    assert ref() is None, "the expired value is released, not kept until the next put"
+
+    root = make_workspace({"05-resources/a.md": "---\nid: a\nl0: Alpha\n---\nAlpha body.\n"})
+    engine = Engine(root)
+    engine.load()
+    try:
+        summary = job_governance(engine)
+        assert "findings" in summary and engine.governance_reports._slot is None
+        assert (root / ".ctxos" / "governance.json").exists()  # what the run found is saved, not held
+    finally:
+        engine.close()
