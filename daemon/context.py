@@ -110,6 +110,11 @@ class DaemonContext:
             # Queries serve the last link graph; it is rebuilt after each change batch
             # (schedule_graph_refresh), so no query pays for the rebuild.
             engine.allow_stale_graph = True
+        if mode == "daemon" and hasattr(engine, "community_detector"):
+            from .leiden_process import detect_isolated
+
+            # Leiden holds the interpreter lock for its whole run: large graphs go to a child process.
+            engine.community_detector = detect_isolated
 
     # ------------------------------------------------------------ config
 

@@ -33,12 +33,15 @@ def parse_pool() -> ProcessPoolExecutor | None:
     """
     if (os.cpu_count() or 1) < 2:
         return None
-    context: BaseContext
+    return ProcessPoolExecutor(max_workers=1, mp_context=process_context())
+
+
+def process_context() -> BaseContext:
+    """``forkserver`` where there is one (never fork a process that has threads), else ``spawn``."""
     try:
-        context = multiprocessing.get_context("forkserver")
+        return multiprocessing.get_context("forkserver")
     except ValueError:  # no forkserver (Windows): spawn
-        context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=1, mp_context=context)
+        return multiprocessing.get_context("spawn")
 
 
 def pooled_map(pool: ProcessPoolExecutor) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:

@@ -22,7 +22,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,11 +185,29 @@ def save_communities(root: Path, cmap: CommunityMap) -> None:
     atomic_write_text(communities_path(root), json.dumps(cmap.to_dict(), indent=1, sort_keys=False) + "\n")
 
 
+Detector = Callable[[list[str], list[tuple[str, str, float]], int, float], tuple[dict[str, int], list[int], float]]
+"""How Leiden is run: ``detect_communities`` itself (the default), or the daemon's
+``daemon/isolated.py``, which runs it in a child process: leidenalg holds the
+interpreter lock for the whole optimisation (minutes at 100,000 memories), which
+froze every other thread of the daemon, ``status`` and queries included."""
+
+
+def _in_process(
+    nodes: list[str], canon: list[tuple[str, str, float]], seed: int, resolution: float
+) -> tuple[dict[str, int], list[int], float]:
+    return detect_communities(nodes, canon, seed=seed, resolution=resolution)
+
+
 def _run(
-    nodes: list[str], canon: list[tuple[str, str, float]], fingerprint: str, seed: int, resolution: float
+    nodes: list[str],
+    canon: list[tuple[str, str, float]],
+    fingerprint: str,
+    seed: int,
+    resolution: float,
+    detect: Detector = _in_process,
 ) -> CommunityMap:
     started = time.perf_counter()
-    mapping, sizes, modularity = detect_communities(nodes, canon, seed=seed, resolution=resolution)
+    mapping, sizes, modularity = detect(nodes, canon, seed, resolution)
     return CommunityMap(
         fingerprint=fingerprint,
         seed=seed,
@@ -220,18 +238,19 @@ def ensure_communities(
     seed: int = 42,
     resolution: float = 1.0,
     force: bool = False,
+    detect: Detector = _in_process,
 ) -> tuple[CommunityMap, bool]:
     """Return the map for this graph, recomputing (and saving) only if the input changed.
 
     Returns ``(map, recomputed)``. With ``force`` the map is recomputed even when
-    the fingerprint matches.
+    the fingerprint matches. ``detect`` runs Leiden (see ``Detector``).
     """
     nodes, canon = canonical_edges(node_ids, edges)
     fingerprint = graph_fingerprint(nodes, canon, seed, resolution)
     current = load_communities(root)
     if current is not None and current.fingerprint == fingerprint and not force:
         return current, False
-    cmap = _run(nodes, canon, fingerprint, seed, resolution)
+    cmap = _run(nodes, canon, fingerprint, seed, resolution, detect)
     save_communities(root, cmap)
     return cmap, True
 
@@ -249,8 +268,9 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
     """
     seed, resolution = community_settings(engine.config)
     graph = engine.graph()
+    detect = getattr(engine, "community_detector", None) or _in_process
     cmap, recomputed = ensure_communities(
-        engine.root, graph.nodes, graph.edges(), seed=seed, resolution=resolution, force=force
+        engine.root, graph.nodes, graph.edges(), seed=seed, resolution=resolution, force=force, detect=detect
     )
     setter = getattr(engine, "set_community_of", None)
     if callable(setter):

@@ -29,6 +29,7 @@ from .memo import Memo
 from .summary import ChangeSummary
 
 if TYPE_CHECKING:
+    from ..communities import Detector
     from ..governance import GovernanceReport
     from ..history import HistoryRecorder
 
@@ -90,6 +91,9 @@ class EngineState:
         # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
         # process pool's ``map`` so parsing runs on another core while this thread indexes.
         self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
+        # How Leiden runs (services/communities.Detector): None = in this process; the daemon
+        # passes one that uses a child process for large graphs (leidenalg holds the interpreter lock).
+        self.community_detector: Detector | None = None
 
     def _set_progress(self, progress: Progress | None) -> None:
         self.progress = progress
