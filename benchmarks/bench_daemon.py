@@ -358,7 +358,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         build_s = time.perf_counter() - t0
         daemon = Daemon(root, runtime, debounce_ms)
         try:
-            ready_s = daemon.wait_ready()
+            ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
             with daemon.client() as client:
                 daemon.wait_settled(client)
                 memories = client.call("status")["memories"]
@@ -377,7 +377,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         # Warm restart: the index and the parse cache are on disk (issue 16: ready <= 1.5 s at 10,000).
         daemon = Daemon(root, runtime, debounce_ms)
         try:
-            warm_ready_s = daemon.wait_ready()
+            warm_ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
             warm_rss = current_rss_mb(daemon.proc.pid)
         finally:
             daemon.stop()
@@ -417,10 +417,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memories", type=int, help="workspace size (default 10,000; small 200)")
     parser.add_argument("--idle-seconds", type=float, help="idle measurement window (default 60; small 2)")
     parser.add_argument("--debounce-ms", type=int, default=None, help="daemon debounce (default: config, 150)")
+    parser.add_argument(
+        "--queries-per-client", type=int, help="queries each of the 8 clients sends (default 100; small 10)"
+    )
+    parser.add_argument("--burst-files", type=int, help="files written in the burst (default 1,000; small 200)")
+    parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for ready (default 900)")
     args = parser.parse_args(argv)
     settings = dict(SMALL if args.small else FULL)
     if args.memories:
         settings["memories"] = args.memories
+    if args.queries_per_client:
+        settings["queries_per_client"] = args.queries_per_client
+    if args.burst_files:
+        settings["burst_files"] = args.burst_files
+    settings["ready_timeout_s"] = args.ready_timeout
     if args.idle_seconds is not None:
         settings["idle_s"] = args.idle_seconds
     started, load_before = time.perf_counter(), os.getloadavg()
