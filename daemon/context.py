@@ -28,6 +28,7 @@ from . import malloc_tune
 from .rpc import RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ctxos.services.config import Config
     from ctxos.services.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class DaemonContext:
     # ------------------------------------------------------------ config
 
     @property
-    def config(self) -> Any:
+    def config(self) -> Config:
         """The engine's current ``Config`` (it changes when ``_config.yaml`` is reloaded)."""
         return self.engine.config
 
@@ -127,13 +128,12 @@ class DaemonContext:
         """The HTTP port to bind: ``--http-port`` if given, else config ``daemon.http_port``."""
         if self.options.http_port is not None:
             return int(self.options.http_port)
-        return int(self.config.get("daemon.http_port", 3847))
+        return self.config.settings.daemon.http_port
 
     def debounce_seconds(self) -> float:
-        ms = self.options.debounce_ms
-        if ms is None:
-            ms = self.config.get("daemon.debounce_ms", 150)
-        return max(0.0, float(ms)) / 1000.0
+        given = self.options.debounce_ms
+        ms = float(given) if given is not None else self.config.settings.daemon.debounce_ms
+        return max(0.0, ms) / 1000.0
 
     # ------------------------------------------------------------ readiness
 

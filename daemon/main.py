@@ -76,8 +76,8 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
         config = load_config(root)
         log_file = setup_logging(
             root,
-            max_bytes=int(config.get("daemon.log_max_bytes", 1_048_576)),
-            backups=int(config.get("daemon.log_backups", 3)),
+            max_bytes=config.settings.daemon.log_max_bytes,
+            backups=config.settings.daemon.log_backups,
             level=logging.DEBUG if options.verbose else logging.INFO,
         )
         log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)

@@ -68,7 +68,7 @@ def job_communities(engine: Any) -> dict[str, Any]:
 
 
 def job_scratch_expiry(engine: Any) -> dict[str, Any]:
-    if not engine.config.get("governance.scratch_auto_archive", True):
+    if not engine.config.settings.governance.scratch_auto_archive:
         return {"archived": [], "disabled": True}
     from ctxos.services.governance import expire_scratch
 
@@ -89,14 +89,14 @@ def job_git_sync(engine: Any) -> dict[str, Any]:
     from ctxos.services.writes import write_lock
 
     with write_lock(engine.root):
-        return sync(engine.root, engine.config.get("history.git_remote") or None).to_dict()
+        return sync(engine.root, engine.config.settings.history.git_remote or None).to_dict()
 
 
 def git_sync_interval(config: Any) -> float:
     """``history.git_sync_interval`` when ``history.git_sync`` is on, else 0 (off)."""
-    if config.get("history.git_sync", False) is not True:
+    if config.settings.history.git_sync is not True:
         return 0.0
-    return float(config.get("history.git_sync_interval", 900))
+    return config.settings.history.git_sync_interval
 
 
 def _attributed(spec: JobSpec) -> Callable[[Any], dict[str, Any]]:
@@ -226,7 +226,7 @@ class SchedulerComponent:
         try:
             if spec.interval_of is not None:
                 return max(0.0, float(spec.interval_of(self.ctx.config)))
-            return max(0.0, float(self.ctx.config.get(f"schedule.{spec.config_key}", DEFAULT_INTERVAL_S)))
+            return max(0.0, float(getattr(self.ctx.config.settings.schedule, spec.config_key, DEFAULT_INTERVAL_S)))
         except (TypeError, ValueError):
             return DEFAULT_INTERVAL_S
 
@@ -325,7 +325,7 @@ class SchedulerComponent:
         if self._debounce is not None:
             self._debounce.cancel()
         try:
-            delay = max(0.0, float(self.ctx.config.get("schedule.after_change_delay", 5)))
+            delay = self.ctx.config.settings.schedule.after_change_delay
         except (TypeError, ValueError):
             delay = 5.0
         self._debounce = loop.call_later(delay, lambda: self._spawn(self._after_change()))
@@ -348,7 +348,7 @@ class SchedulerComponent:
     def _arm_wake_check(self) -> None:
         assert self.ctx is not None
         try:
-            every = float(self.ctx.config.get("schedule.wake_check_interval", 60))
+            every = self.ctx.config.settings.schedule.wake_check_interval
         except (TypeError, ValueError):
             every = 60.0
         if every <= 0 or self._stopping:

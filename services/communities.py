@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write_text
+from .config import Config
 from .workspace import state_dir
 
 COMMUNITIES_FILENAME = "communities.json"
@@ -255,9 +256,10 @@ def ensure_communities(
     return cmap, True
 
 
-def community_settings(config: Any) -> tuple[int, float]:
+def community_settings(config: Config) -> tuple[int, float]:
     """(seed, resolution) from ``graph.leiden_seed`` and ``graph.leiden_resolution``."""
-    return int(config.get("graph.leiden_seed", 42)), float(config.get("graph.leiden_resolution", 1.0))
+    graph = config.settings.graph
+    return graph.leiden_seed, graph.leiden_resolution
 
 
 def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap, bool]:

@@ -28,9 +28,10 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from . import user_dirs
+from .config import Config
 from .private_dir import PrivateDirError, ensure_private_dir
 
 TOKEN_FILENAME = "http-token"
@@ -121,15 +122,15 @@ def load_or_create_token(path: Path | None = None) -> str:
     return stored
 
 
-def resolve_http_auth(config: Any, *, create: bool = True) -> HttpAuth:
+def resolve_http_auth(config: Config, *, create: bool = True) -> HttpAuth:
     """What HTTP requires under ``config`` (a usable ``Config``): explicit token, opt-out, or the stored token.
 
     ``create=False`` reads the stored token without making one (None when absent).
     """
-    explicit = config.get("daemon.http_token")
+    explicit = config.settings.daemon.http_token
     if isinstance(explicit, str) and explicit.strip():
         return HttpAuth("token", explicit.strip(), "daemon.http_token in _config.yaml")
-    if config.get("daemon.http_auth", "token") == "none":
+    if config.settings.daemon.http_auth == "none":
         return HttpAuth("none", None, "daemon.http_auth: none in _config.yaml")
     path = token_path()
     token = load_or_create_token(path) if create else read_token(path)

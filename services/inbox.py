@@ -89,7 +89,7 @@ def list_inbox(root: Path, config: Config) -> list[InboxItem]:
     items: list[InboxItem] = []
     if not folder.is_dir():
         return items
-    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    max_bytes = config.settings.limits.max_file_bytes
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if (
@@ -145,7 +145,7 @@ def promote(
         raise WriteRefused(f"unknown type {kind!r}; expected one of: {', '.join(MEMORY_TYPES)}")
     root = Path(root)
     src_rel = inbox_path(root, name)
-    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    max_bytes = config.settings.limits.max_file_bytes
     with write_lock(root):
         src = safe_target(root, src_rel)
         if not src.is_file():

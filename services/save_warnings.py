@@ -47,13 +47,6 @@ class SaveWarning:
         return {"kind": self.kind, "message": self.message, **({"details": self.details} if self.details else {})}
 
 
-def _number(config: Any, key: str, default: float) -> float:
-    try:
-        return float(config.get(key, default))
-    except (TypeError, ValueError):
-        return default
-
-
 @dataclass
 class L1Budget:
     budget: int  # query.default_budget
@@ -99,10 +92,10 @@ def pinned_cost(engine: Any, budget: int, skip: str | None = None) -> int:
 
 
 def l1_budget(engine: Any, skip: str | None = None) -> L1Budget:
-    config = engine.config
-    budget = max(1, int(_number(config, "query.default_budget", 4000)))
-    catalog_share = min(0.9, max(0.0, _number(config, "query.catalog_budget_share", 0.1)))
-    share = min(1.0, max(0.01, _number(config, "save_guard.l1_share", DEFAULT_L1_SHARE)))
+    settings = engine.config.settings  # checked when loaded: budget > 0, shares within 0..1
+    budget = settings.query.default_budget
+    catalog_share = settings.query.catalog_budget_share
+    share = max(0.01, settings.save_guard.l1_share)
     return L1Budget(budget, int(budget * catalog_share), pinned_cost(engine, budget, skip), share, int(budget * share))
 
 
@@ -176,8 +169,8 @@ def _text(memory: Memory) -> str:
 
 def near_duplicates(engine: Any, memory: Memory) -> list[tuple[Memory, float]]:
     """Other memories whose text nearly duplicates ``memory``'s: BM25 on its rarest words, then shingle Jaccard."""
-    threshold = _number(engine.config, "governance.consolidation.min_overlap", 0.7)
-    size = int(_number(engine.config, "governance.consolidation.shingle_words", 2))
+    consolidation = engine.config.settings.governance.consolidation
+    threshold, size = consolidation.min_overlap, consolidation.shingle_words
     text = _text(memory)
     candidates: dict[str, float] = {}
     for word in dict.fromkeys(w for w in words(text) if w not in STOPWORDS and len(w) > 2):

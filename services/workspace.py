@@ -277,7 +277,7 @@ def load_memory(root: Path, rel_path: str, config: Config) -> Memory | InvalidFi
         return InvalidFile(rel_path, f"cannot be read: {exc.strerror or exc}")
     except (RuntimeError, ValueError) as exc:
         return InvalidFile(rel_path, f"cannot be read: {exc}")
-    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    max_bytes = config.settings.limits.max_file_bytes
     try:
         return parse_memory(
             raw,

@@ -87,7 +87,7 @@ def disk_checksum(path: Path) -> str | None:
 
 def validate_memory_bytes(root: Path, rel_path: str, data: bytes, config: Config) -> Memory:
     """Parse ``data`` exactly as the loader would read it from ``rel_path``; refuse with the reason."""
-    max_bytes = int(config.get("limits.max_file_bytes", 262144))
+    max_bytes = config.settings.limits.max_file_bytes
     try:
         return parse_memory(
             data,

@@ -84,7 +84,7 @@ def run_connect(args: argparse.Namespace) -> int:
 
     root = require_workspace(resolve_workspace(args.workspace))
     config = load_config(root)
-    host, port, address_note = str(config.get("daemon.http_host", "127.0.0.1")), None, None
+    host, port, address_note = config.settings.daemon.http_host, None, None
     path = ""
     token, token_hint = None, None
     if args.transport == "http":
@@ -100,7 +100,7 @@ def run_connect(args: argparse.Namespace) -> int:
             workspace=root,
             http_host=host,
             http_path=path,
-            http_port=int(port if port is not None else config.get("daemon.http_port", 3847)),
+            http_port=port if port is not None else config.settings.daemon.http_port,
             token=token,
             token_hint=token_hint,
             config_file=Path(args.config_file).expanduser().absolute() if args.config_file else None,

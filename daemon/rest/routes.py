@@ -63,7 +63,7 @@ class RestApi:
         data: dict[str, Any] = await self.call("status")
         config = self.ctx.config
         data.setdefault("workspace", str(self.ctx.root))
-        data["default_budget"] = int(config.get("query.default_budget", 4000))
+        data["default_budget"] = config.settings.query.default_budget
         data["intents"] = known_intents(config)
         data["types"] = list(MEMORY_TYPES)
         data["signals"] = list(SIGNALS)

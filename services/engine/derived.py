@@ -77,7 +77,7 @@ class DerivedState(EngineState):
             generation = self._generation
             if cached is not None and cached[0] == generation:
                 return cached[1]
-            min_shared = int(self.config.get("graph.implicit_edge_min_shared_tags", 2) or 0)
+            min_shared = self.config.settings.graph.implicit_edge_min_shared_tags
             graph = build_graph(list(self.store.memories.values()), self.store.resolve_link, min_shared_tags=min_shared)
             self._graph = (generation, graph)
         if self.allow_stale_graph and self._community_override is None:

@@ -66,7 +66,7 @@ class Lifecycle(EngineState):
         fresh = self.index.open()
         summary = ChangeSummary(index_recovered=self.index.recovered)
         if self.access_log is None:
-            self.access_log = AccessLog(self.state_dir, float(self.config.get("access_log.frequency_window_days", 30)))
+            self.access_log = AccessLog(self.state_dir, self.config.settings.access_log.frequency_window_days)
         self.access_log.open()
         try:
             if fresh:
@@ -185,7 +185,7 @@ class Lifecycle(EngineState):
         self.config = fresh
         self.problems = self.config.problem_lines()  # one line per field that failed (ctxos doctor)
         try:
-            counter = get_counter(self.config.get("tokens.counter", "heuristic"))
+            counter = get_counter(self.config.settings.tokens.counter)
         except ValueError as exc:
             self.problems.append(f"{exc}; using the heuristic counter")
             counter = default_counter()
@@ -193,7 +193,7 @@ class Lifecycle(EngineState):
             self._token_cache = {}
         self.counter = counter
         if self.access_log is not None:
-            self.access_log.window_days = float(self.config.get("access_log.frequency_window_days", 30))
+            self.access_log.window_days = self.config.settings.access_log.frequency_window_days
         if self.state_dir is not None and self._configure_semantic() and self.vectors is not None and self._loaded:
             self.vectors.sync(list(self.store.memories.values()))
         if self._semantic_problem:
@@ -208,7 +208,7 @@ class Lifecycle(EngineState):
         A model that cannot be loaded is reported in ``problems`` and the
         keyword-overlap signal is used instead (the engine keeps serving).
         """
-        setting = str(self.config.get("semantic.model", "wordllama") or "wordllama").strip()
+        setting = self.config.settings.semantic.model.strip() or "wordllama"
         if setting == self._semantic_setting:
             return False
         self._semantic_setting = setting
