@@ -192,7 +192,10 @@ class ScheduleSettings(Section):
 
 
 class HistorySettings(Section):
-    mode: Literal["auto", "git", "journal", "off"] = "auto"
+    # YAML reads a bare `off` as false: that is "off" here, as the history code always took it.
+    mode: Annotated[Literal["auto", "git", "journal", "off"], BeforeValidator(lambda v: "off" if v is False else v)] = (
+        "auto"
+    )
     journal_versions: PositiveInt = 20
     git_sync: bool = False
     git_sync_interval: PositiveFloat = 900
