@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from .config import Config
 from .model import Memory
 from .ontology import TYPE_ORDER
 from .render import SECTION_CATALOG, catalog_line
@@ -289,27 +290,23 @@ class RouterReport:
         return {"counts": counts, "files": [f.to_dict() for f in self.files]}
 
 
-def workspace_router_folder(root: Path, config: Any) -> Path:
+def workspace_router_folder(root: Path, config: Config) -> Path:
     """Where the workspace's own router files go: the workspace itself when ``ctxos init``
     created it (``workspace.created_by_init``) or ``router.write_to_workspace: true``;
     otherwise (a vault used as it is) the state dir's ``router/``, so nothing appears in the vault."""
-    wanted = config.get("router.write_to_workspace", None) if hasattr(config, "get") else None
+    wanted = config.settings.router.write_to_workspace
     if wanted is None:
         wanted = created_by_init(Path(root))
     return Path(root) if wanted else state_dir(Path(root)) / ROUTER_STATE_FOLDER
 
 
-def router_targets(root: Path, config: Any) -> list[RouterTarget]:
+def router_targets(root: Path, config: Config) -> list[RouterTarget]:
     """The workspace plus each folder in ``router.projects`` (a path, or {path, adapters})."""
-    section = config.section("router") if hasattr(config, "section") else {}
-    default_adapters = tuple(section.get("adapters") or DEFAULT_ADAPTERS)
+    section = config.settings.router
+    default_adapters = tuple(section.adapters or DEFAULT_ADAPTERS)
     folder = workspace_router_folder(root, config)
-    targets = [
-        RouterTarget(
-            folder, tuple(section.get("workspace_adapters") or ()), workspace=True, create=folder != Path(root)
-        )
-    ]
-    for entry in section.get("projects") or []:
+    targets = [RouterTarget(folder, tuple(section.workspace_adapters), workspace=True, create=folder != Path(root))]
+    for entry in section.projects:
         if isinstance(entry, dict):
             raw, adapters = entry.get("path"), tuple(entry.get("adapters") or default_adapters)
         else:
@@ -323,11 +320,8 @@ def router_targets(root: Path, config: Any) -> list[RouterTarget]:
     return targets
 
 
-def budgets(config: Any) -> dict[str, int]:
-    values = dict(DEFAULT_BUDGETS)
-    configured = config.get("router.budgets", {}) if hasattr(config, "get") else {}
-    values.update({k: int(v) for k, v in (configured or {}).items()})
-    return values
+def budgets(config: Config) -> dict[str, int]:
+    return {**DEFAULT_BUDGETS, **config.settings.router.budgets}
 
 
 def plan_files(
@@ -419,14 +413,13 @@ def regenerate(source: RouterSource, targets: Iterable[RouterTarget], budget_of:
 
 def engine_source(engine: Any) -> RouterSource:
     """A ``RouterSource`` over an engine: its query path (not recorded as access) and its catalog."""
-    config = engine.config
-    text = str(config.get("router.query", "") or "")
-    intent = config.get("router.intent", None)
+    settings = engine.config.settings
+    text, intent = settings.router.query, settings.router.intent
     counter = getattr(engine, "counter", None)
     if counter is None:
         from .tokens import get_counter
 
-        counter = get_counter(config.get("tokens.counter"))
+        counter = get_counter(settings.tokens.counter)
 
     def query(budget: int) -> tuple[str, set[str]]:
         result = engine.execute_context_query(
@@ -434,7 +427,7 @@ def engine_source(engine: Any) -> RouterSource:
         )
         return result.rendered, {s.id for s in result.selected}
 
-    share = float(config.get("router.index_share", 0.3))
+    share = settings.router.index_share
     return RouterSource(
         Path(engine.root),
         query,
