@@ -76,6 +76,22 @@ def read_cold(memory: Memory, name: str) -> Any:
     return entry.l1 if name == "l1" else entry.l2
 
 
+def full_text(memory: Memory) -> str:
+    """The summary line, L1 and L2 joined, for jobs that read every memory once (governance).
+
+    A released memory's file is read without entering the LRU: a pass over
+    10,000 files would only push out what queries render, and leave its entries
+    scattered through the heap, where they keep freed pages from going back.
+    """
+    if not memory.released:
+        return "\n".join(p for p in (memory.l0, memory.l1, memory.l2) if p)
+    with _lock:
+        entry = _cache.get((str(memory.path), memory.checksum))
+    if entry is None:
+        entry = _read(memory)
+    return "\n".join(p for p in (memory.l0, entry.l1, entry.l2) if p)
+
+
 def clear_cache() -> None:
     """Forget every text read back (tests; a reindex)."""
     global _cache_size

@@ -88,3 +88,16 @@ def test_the_read_back_cache_is_bounded(make_workspace, monkeypatch) -> None:
         assert 1 <= len(tier_source._cache) < 40 and tier_source._cache_size <= 5_000 + 1_000
     finally:
         engine.close()
+
+
+def test_a_bulk_read_gives_the_whole_text_and_leaves_the_render_cache_alone(make_workspace) -> None:
+    root = make_workspace({"05-resources/deploy.md": memory_text("deploy", LONG_BODY, l0="Deploy checklist")})
+    engine = _engine(root)
+    try:
+        memory = engine.get_memory("deploy")
+        tier_source.clear_cache()
+        text = tier_source.full_text(memory)
+        assert text.startswith("Deploy checklist\n") and "clean tree" in text and "canary is green" in text
+        assert len(tier_source._cache) == 0  # a governance pass over every file does not evict rendered blocks
+    finally:
+        engine.close()

@@ -15,6 +15,7 @@ from typing import Any
 from ..graph import connected_components
 from ..model import InvalidFile, Memory
 from ..similarity import claims, content_tokens, contradictions, jaccard, shingles, similarity_join
+from ..tier_source import full_text
 from .findings import KINDS, Finding, GovernanceInputs, GovernanceSettings
 
 
@@ -23,7 +24,7 @@ def _utcnow() -> datetime:
 
 
 def _text(memory: Memory) -> str:
-    return "\n".join(p for p in (memory.l0, memory.l1, memory.l2) if p)
+    return full_text(memory)  # read from the file, bypassing the render cache (services/tier_source.py)
 
 
 def analyze(inputs: GovernanceInputs, settings: GovernanceSettings | None = None) -> list[Finding]:
