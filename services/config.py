@@ -8,7 +8,8 @@ never drift apart.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+import functools
+from dataclasses import InitVar, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,23 @@ def default_config_text() -> str:
 
 
 def default_config() -> dict[str, Any]:
+    """A fresh copy of the defaults (callers may change it)."""
+    return copy.deepcopy(_default_data())
+
+
+@functools.cache
+def _default_data() -> dict[str, Any]:
+    # Parsed once per process: pure-Python YAML takes ~15 ms for this file, and the config is
+    # loaded on every reload, HTTP start and tray refresh in process mode.
     loaded = yaml.safe_load(default_config_text())
     if not isinstance(loaded, dict):  # the packaged file is a mapping; say so if a build broke it
         raise ValueError("default_config.yaml is not a mapping of settings")
     return loaded
+
+
+@functools.cache
+def _default_settings() -> Settings:
+    return Settings.model_validate(_default_data())
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -70,11 +84,11 @@ class Config:
     error: str | None = None
     usable: bool = True  # False: the file did not parse or validate (``data`` are then not the user's)
     problems: list[ConfigProblem] = field(default_factory=list)  # every field that failed, for doctor
+    checked: InitVar[Settings | None] = None  # ``data`` already validated (load_config): not done twice
     settings: Settings = field(init=False)
 
-    def __post_init__(self) -> None:
-        # ``data`` is validated (or the defaults) by construction; the model is built once here.
-        self.settings = Settings.model_validate(self.data)
+    def __post_init__(self, checked: Settings | None) -> None:
+        self.settings = checked if checked is not None else Settings.model_validate(self.data)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """Look up ``"a.b.c"``; ``default`` when any part is missing."""
@@ -106,10 +120,10 @@ def load_config(workspace: Path) -> Config:
     a broken file (fail closed: no security setting falls back to an open
     default).
     """
-    defaults = default_config()
+    defaults, default_settings = default_config(), _default_settings()
     path = Path(workspace) / CONFIG_FILENAME
     if not path.exists():
-        return Config(defaults)
+        return Config(defaults, checked=default_settings)
     try:
         text = path.read_text(encoding="utf-8")
         loaded = yaml.safe_load(text) or {}
@@ -118,18 +132,22 @@ def load_config(workspace: Path) -> Config:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return Config(defaults, error=f"{CONFIG_FILENAME}{where}: not valid YAML ({problem})", usable=False)
+        error = f"{CONFIG_FILENAME}{where}: not valid YAML ({problem})"
+        return Config(defaults, error=error, usable=False, checked=default_settings)
     except (UnicodeDecodeError, OSError) as exc:
-        return Config(defaults, error=f"{CONFIG_FILENAME}: cannot be read ({exc})", usable=False)
-    if not isinstance(loaded, dict):
         return Config(
-            defaults, error=f"{CONFIG_FILENAME} line 1: the top level must be a mapping of sections", usable=False
+            defaults, error=f"{CONFIG_FILENAME}: cannot be read ({exc})", usable=False, checked=default_settings
         )
-    problems = [ConfigProblem(dotted, message, _key_line(text, dotted)) for dotted, message in validate(loaded)]
-    if problems:
+    if not isinstance(loaded, dict):
+        error = f"{CONFIG_FILENAME} line 1: the top level must be a mapping of sections"
+        return Config(defaults, error=error, usable=False, checked=default_settings)
+    merged = deep_merge(defaults, loaded)
+    settings, found = _check(merged, loaded)
+    problems = [ConfigProblem(dotted, message, _key_line(text, dotted)) for dotted, message in found]
+    if settings is None or problems:
         more = f" (and {len(problems) - 1} more: ctxos doctor lists them)" if len(problems) > 1 else ""
-        return Config(defaults, error=f"{problems[0]}{more}", usable=False, problems=problems)
-    return Config(deep_merge(defaults, loaded))
+        return Config(defaults, error=f"{problems[0]}{more}", usable=False, problems=problems, checked=default_settings)
+    return Config(merged, checked=settings)
 
 
 def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
@@ -138,9 +156,15 @@ def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
     The file is merged over the defaults and checked against the typed model, so a problem
     is reported for every field at once, in user words, with the value that was given.
     """
+    return _check(deep_merge(default_config(), loaded), loaded)[1]
+
+
+def _check(merged: dict[str, Any], loaded: dict[str, Any]) -> tuple[Settings | None, list[tuple[str, str]]]:
+    """The typed settings of ``merged`` (None when a field fails) and the problems found."""
     problems: list[tuple[str, str]] = []
+    settings: Settings | None = None
     try:
-        Settings.model_validate(deep_merge(default_config(), loaded))
+        settings = Settings.model_validate(merged)
     except ValidationError as exc:
         for error in exc.errors():
             dotted = ".".join(str(part) for part in error["loc"])
@@ -150,7 +174,7 @@ def validate(loaded: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(daemon, dict) and daemon.get("http_auth") == "none" and daemon.get("http_token"):
         # Two settings that contradict each other: refuse rather than guess which one was meant.
         problems.append(("daemon.http_auth", "is none but daemon.http_token is set; remove one of them"))
-    return problems
+    return settings, problems
 
 
 def _key_line(text: str, dotted: str) -> int | None:

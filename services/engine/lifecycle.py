@@ -179,6 +179,7 @@ class Lifecycle(EngineState):
                 error=f"{fresh.error}; keeping the last good configuration",
                 usable=True,
                 problems=fresh.problems,
+                checked=self.config.settings,
             )
         else:
             self._config_ok = self._config_ok or fresh.usable
