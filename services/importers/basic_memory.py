@@ -22,27 +22,11 @@ from typing import Any
 from ..memory_file import MemoryFileError, derived_l0, parse_frontmatter_mapping, split_frontmatter
 from ..ontology import MEMORY_TYPES
 from ..writes import slugify
-from .plan import IMPORT_TAG, Draft
+from .plan import IMPORT_TAG, RESERVED_FIELDS, Draft
 
 _OBSERVATION_RE = re.compile(r"^\s*-\s+\[([^\]]+)\]\s+(.+)$", re.MULTILINE)
 _RELATION_RE = re.compile(r"^\s*-\s+([A-Za-z_][\w -]*?)\s+\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]", re.MULTILINE)
 _HASHTAG_RE = re.compile(r"(?<![\w&])#([A-Za-z][\w/-]*)")
-RESERVED = {
-    "id",
-    "l0",
-    "importance",
-    "version",
-    "created",
-    "modified",
-    "always_load",
-    "protected",
-    "related",
-    "requires",
-    "optional",
-    "imported_from",
-    "import_hash",
-    "type",
-}
 
 
 def notes(root: Path) -> list[Path]:
@@ -113,7 +97,7 @@ def read(path: Path) -> tuple[list[Draft], list[str]]:
         for _, text in _OBSERVATION_RE.findall(body):
             tags += _HASHTAG_RE.findall(text)
         extra = {
-            k if k not in RESERVED else f"bm_{k}": v
+            k if k not in RESERVED_FIELDS else f"bm_{k}": v
             for k, v in meta.items()
             if k not in ("tags", "type") and v is not None
         }

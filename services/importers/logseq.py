@@ -28,28 +28,12 @@ from typing import Any
 from ..memory_file import derived_l0
 from ..ontology import MEMORY_TYPES
 from ..writes import slugify
-from .plan import IMPORT_TAG, Draft
+from .plan import IMPORT_TAG, RESERVED_FIELDS, Draft
 
 _PROPERTY_RE = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_][A-Za-z0-9_.-]*)::\s?(.*)$")
 _BLOCK_START_RE = re.compile(r"^(\s*)-\s+(.*)$")
 _REF_RE = re.compile(r"\{\{embed \(\(([0-9a-fA-F-]{36})\)\)\}\}|\(\(([0-9a-fA-F-]{36})\)\)")
 _JOURNAL_RE = re.compile(r"^(\d{4})[_-](\d{2})[_-](\d{2})$")
-RESERVED = {
-    "id",
-    "type",
-    "l0",
-    "importance",
-    "version",
-    "created",
-    "modified",
-    "always_load",
-    "protected",
-    "related",
-    "requires",
-    "optional",
-    "imported_from",
-    "import_hash",
-}
 HIDDEN_BLOCK_PROPERTIES = {"id", "collapsed", "heading"}
 
 
@@ -173,7 +157,7 @@ def _draft(
     for key, value in props.items():
         if key in ("title", "tags", "alias", "type") and (key != "type" or declared in MEMORY_TYPES):
             continue
-        extra[f"logseq_{key}" if key in RESERVED else key] = value
+        extra[f"logseq_{key}" if key in RESERVED_FIELDS else key] = value
     body = f"# {title}\n\n{text}\n"
     return Draft(
         id=_page_id(file, title, journal),

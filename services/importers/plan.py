@@ -223,6 +223,28 @@ def _hash_of_file(memory: Memory) -> str:
     )
 
 
+# Frontmatter keys the plan writes or the loader owns: a source's own property with one of these
+# names is kept under a prefixed name by its reader (``bm_``, ``logseq_``) instead of overriding ours.
+RESERVED_FIELDS = frozenset(
+    {
+        "id",
+        "type",
+        "l0",
+        "importance",
+        "version",
+        "created",
+        "modified",
+        "always_load",
+        "protected",
+        "related",
+        "requires",
+        "optional",
+        "imported_from",
+        "import_hash",
+    }
+)
+
+
 def _fields(draft: Draft, version: int) -> dict[str, Any]:
     now = utc_now()
     fields: dict[str, Any] = {
