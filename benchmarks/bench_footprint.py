@@ -44,33 +44,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import DOC_QUERIES as QUERIES  # noqa: E402
 from common import add_common_args, current_rss_mb, machine_info, print_table, write_results  # noqa: E402
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
 
-QUERIES = [
-    "how to deploy a release",
-    "git rebase interactive",
-    "search files by name",
-    "network ports in use",
-    "compress a folder",
-    "sync notes between devices",
-    "python virtual environment",
-    "docker container logs",
-    "markdown links and embeds",
-    "graph view of notes",
-    "change file permissions",
-    "publish a vault",
-    "ssh keys",
-    "plugin settings",
-    "disk usage",
-    "kill a process",
-    "daily notes template",
-    "backlinks",
-    "list open files",
-    "rename many files",
-    "what changed in the last release",
-    "tags and aliases",
-]
 N_QUERIES = 160
 
 # Innermost project frame (file stem, function) -> component. First match wins; "*" = any function.

@@ -152,3 +152,31 @@ def write_results(name: str, data: dict[str, Any], path: Path | None = None, *, 
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     print(f"results written to {path}")
     return path
+
+
+# Queries a person asks of the documentation corpora (tldr, vault help): the footprint and daemon
+# benchmarks replay them.
+DOC_QUERIES = [
+    "how to deploy a release",
+    "git rebase interactive",
+    "search files by name",
+    "network ports in use",
+    "compress a folder",
+    "sync notes between devices",
+    "python virtual environment",
+    "docker container logs",
+    "markdown links and embeds",
+    "graph view of notes",
+    "change file permissions",
+    "publish a vault",
+    "ssh keys",
+    "plugin settings",
+    "disk usage",
+    "kill a process",
+    "daily notes template",
+    "backlinks",
+    "list open files",
+    "rename many files",
+    "what changed in the last release",
+    "tags and aliases",
+]
