@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ctxos.services.stop_flag import Cancelled
+
 from . import malloc_tune
 from .rpc import RpcRegistry
 
@@ -112,10 +114,11 @@ class DaemonContext:
             # (schedule_graph_refresh), so no query pays for the rebuild.
             engine.allow_stale_graph = True
         if mode == "daemon" and hasattr(engine, "community_detector"):
-            from .leiden_process import detect_isolated
+            from .leiden_process import IsolatedDetector
 
-            # Leiden holds the interpreter lock for its whole run: large graphs go to a child process.
-            engine.community_detector = detect_isolated
+            # Leiden holds the interpreter lock for its whole run: large graphs go to a child process
+            # (killed at shutdown: the detector watches the engine's stop flag).
+            engine.community_detector = IsolatedDetector(engine.stop_flag)
 
     # ------------------------------------------------------------ config
 
@@ -308,6 +311,8 @@ class DaemonContext:
             self._graph_refresh_again = False
             try:
                 await self.run_background(refresh)
+            except Cancelled:  # shutting down (services/stop_flag.py)
+                return
             except Exception:  # noqa: BLE001 - queries keep the old graph; the next change retries
                 log.exception("refreshing the link graph failed")
             if not self._graph_refresh_again:
@@ -379,8 +384,19 @@ class DaemonContext:
 
     # ------------------------------------------------------------ shutdown
 
+    def request_stop(self) -> None:
+        """Ask the engine's long work (load, change batch, background job) to stop at its next safe point.
+
+        Called at SIGTERM, before the components stop: with 100,000 memories a job in
+        flight otherwise ran on for a minute (services/stop_flag.py). Idempotent.
+        """
+        flag = getattr(self.engine, "stop_flag", None)
+        if flag is not None:
+            flag.stop()
+
     def shutdown_executors(self) -> None:
-        """Wait for the write in flight (and queued reads) to finish, then stop the pools."""
+        """Stop the engine's long work, wait for the write in flight (and queued reads), then stop the pools."""
+        self.request_stop()
         self._write_pool.shutdown(wait=True, cancel_futures=False)
         self._read_pool.shutdown(wait=True, cancel_futures=True)
         self._background_pool.shutdown(wait=True, cancel_futures=True)

@@ -33,6 +33,7 @@ from typing import Any
 from ctxos.services import runtime_paths
 from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
 from ctxos.services.daemon_options import add_daemon_arguments
+from ctxos.services.stop_flag import Cancelled
 
 from . import malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
@@ -108,6 +109,7 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
             os._exit(128 + signum)
         log.info("%s received: finishing the write in flight, then stopping", signal.Signals(signum).name)
         reason["signal"] = signal.Signals(signum).name
+        ctx.request_stop()  # the load, a change batch or a background job in flight stops at its next safe point
         stop.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -140,7 +142,7 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
         if exit_code == EXIT_OK:
             write_info(ctx)
             await stop.wait()
-            if ctx.load_error:
+            if ctx.load_error and not reason.get("signal"):  # a load stopped by SIGTERM is no failure
                 exit_code = EXIT_FAILED
     finally:
         log.info("stopping")
@@ -188,9 +190,14 @@ async def load_workspace(
     engine.on_progress = ctx.on_engine_progress
     pool = parse_pool()
     if pool is not None:
-        engine.parse_map = pooled_map(pool)
+        engine.parse_map = pooled_map(pool, engine.stop_flag.check)
     try:
         summary = await ctx.run_write(engine.load)
+    except Cancelled:  # SIGTERM during the load: the next start goes on from what was indexed
+        log.info("loading stopped: the daemon is shutting down")
+        ctx.load_error = "stopped while loading"
+        ctx.mark_ready()
+        return
     except Exception as exc:  # noqa: BLE001
         log.exception("loading the workspace failed")
         ctx.load_error = f"{type(exc).__name__}: {exc}"

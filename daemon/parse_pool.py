@@ -13,12 +13,16 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.context import BaseContext
-from typing import Any, TypeVar
+from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import TypeVar
+
+from ctxos.services.stop_flag import Check, never
 
 log = logging.getLogger(__name__)
+
+WAIT_CHECK_S = 0.1  # how often a wait for the parser process looks at the stop flag
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,7 +40,7 @@ def parse_pool() -> ProcessPoolExecutor | None:
     return ProcessPoolExecutor(max_workers=1, mp_context=process_context())
 
 
-def process_context() -> BaseContext:
+def process_context() -> ForkServerContext | SpawnContext:
     """``forkserver`` where there is one (never fork a process that has threads), else ``spawn``."""
     try:
         return multiprocessing.get_context("forkserver")
@@ -44,18 +48,24 @@ def process_context() -> BaseContext:
         return multiprocessing.get_context("spawn")
 
 
-def pooled_map(pool: ProcessPoolExecutor) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
-    """A ``map`` whose first item runs here and the rest in ``pool`` (results in order)."""
+def pooled_map(
+    pool: ProcessPoolExecutor, check: Check = never
+) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
+    """A ``map`` whose first item runs here and the rest in ``pool`` (results in order).
+
+    While it waits for the worker it calls ``check`` every ``WAIT_CHECK_S`` (the
+    engine's stop flag: a SIGTERM mid-build does not wait for the next chunk's parse).
+    """
 
     def run(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         items = list(items)
         if not items:
             return
         try:
-            rest: Iterator[Any] = pool.map(fn, items[1:])
+            rest: list[Future[R]] = [pool.submit(fn, item) for item in items[1:]]
         except (BrokenProcessPool, OSError, RuntimeError) as exc:
             log.warning("parser process unavailable (%s); parsing here", exc)
-            rest = iter(())
+            rest = []
             items_here = items
         else:
             items_here = items[:1]
@@ -63,12 +73,17 @@ def pooled_map(pool: ProcessPoolExecutor) -> Callable[[Callable[[T], R], Iterabl
             yield fn(item)
         done = len(items_here)
         try:
-            for result in rest:
-                yield result
+            for future in rest:
+                while not wait([future], timeout=WAIT_CHECK_S).done:
+                    check()
+                yield future.result()
                 done += 1
         except (BrokenProcessPool, OSError) as exc:
             log.warning("parser process failed (%s); parsing the remaining %d chunk(s) here", exc, len(items) - done)
             for item in items[done:]:
                 yield fn(item)
+        finally:
+            for future in rest[done - len(items_here) :]:
+                future.cancel()  # stopped (or failed): chunks not started yet are not parsed
 
     return run

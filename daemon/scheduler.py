@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ctxos.services.stop_flag import Cancelled
+
 from .context import DaemonContext
 
 log = logging.getLogger("ctxos.daemon.scheduler")
@@ -282,6 +284,9 @@ class SchedulerComponent:
                 result = await runner(_attributed(spec), ctx.engine)
             except asyncio.CancelledError:
                 raise
+            except Cancelled:  # the daemon is shutting down (services/stop_flag.py): not a failure
+                log.info("job %s stopped: the daemon is shutting down", name)
+                result = None
             except Exception as exc:  # noqa: BLE001 - a failed job is reported, the daemon goes on
                 log.exception("scheduled job %s failed", name)
                 record["failures"] = record.get("failures", 0) + 1

@@ -264,6 +264,8 @@ class WorkspaceSet:
         if served is None:
             return
         ctx = served.ctx
+        if ctx is not None:
+            ctx.request_stop()  # its load or background job in flight stops at the next safe point
         await stop_components(served.components, f"workspace {name}: ")
         served.components.clear()
         if ctx is not None:

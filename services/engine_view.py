@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only: the engine imports most of s
     from .model import ContextResult, InvalidFile, Memory
     from .progress import Progress
     from .skill_lookup import SkillMatch
+    from .stop_flag import StopFlag
     from .store import MemoryStore
     from .tokens import TokenCounter
 
@@ -58,6 +59,10 @@ class EngineView(Protocol):
 
     @property
     def governance_reports(self) -> Memo[GovernanceReport]: ...
+    @property
+    def stop_flag(self) -> StopFlag:
+        """Set by the owner at shutdown; long jobs check it (services/stop_flag.py)."""
+        ...
 
     # reads
     def execute_context_query(

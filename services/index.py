@@ -324,11 +324,11 @@ class MemoryIndex:
                 ids[memory.rel_path] = memory.id
                 if progress is not None and n % PROGRESS_EVERY == 0:
                     progress(n)
+            if before_commit is not None:
+                before_commit()  # may raise (a shutdown: stop_flag.Cancelled): nothing is committed
         except BaseException:
             writer.cancel()
             raise
-        if before_commit is not None:
-            before_commit()
         writer.commit(mergetype=CLEAR)
         self._committed()
         self._checksums = checksums

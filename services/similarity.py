@@ -21,6 +21,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from .stop_flag import Check, never
+
 _WORD_RE = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)  # starts and ends with a letter/digit
 _SENTENCE_RE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
@@ -109,6 +111,7 @@ def similarity_join(
     threshold: float,
     max_posting: int | None = None,
     accept: Callable[[int, int], bool] | None = None,
+    check: Check = never,
 ) -> list[tuple[int, int, float]]:
     """Every pair ``(i, j, jaccard)`` with ``i < j`` and Jaccard >= ``threshold``.
 
@@ -118,7 +121,8 @@ def similarity_join(
     their rarest tokens, which are not the pairs a person wants to hear about.
     ``accept(i, j)``, when given, is checked before the (costlier) overlap, so a
     caller that only wants some pairs (e.g. memories whose types disagree)
-    pays little for the rest.
+    pays little for the rest. ``check`` is called every 1,024 sets (it raises
+    ``stop_flag.Cancelled`` when the daemon is shutting down).
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError("threshold must be in (0, 1]")
@@ -131,7 +135,9 @@ def similarity_join(
     postings: dict[str, list[int]] = defaultdict(list)
     sizes: dict[str, list[int]] = defaultdict(list)
     found: list[tuple[int, int, float]] = []
-    for i in order:
+    for n, i in enumerate(order):
+        if not n & 1023:
+            check()
         current = sets[i]
         size = len(current)
         prefix = sorted(current, key=lambda t: (freq[t], t))[: size - math.ceil(threshold * size) + 1]
@@ -211,7 +217,7 @@ def claims(owner: Hashable, text: str, min_tokens: int = 4) -> list[Claim]:
 
 
 def contradictions(
-    all_claims: Sequence[Claim], threshold: float = 0.75, max_posting: int | None = 200
+    all_claims: Sequence[Claim], threshold: float = 0.75, max_posting: int | None = 200, check: Check = never
 ) -> list[tuple[Claim, Claim, float]]:
     """Pairs of claims from different owners that say nearly the same words with opposite polarity.
 
@@ -235,7 +241,9 @@ def contradictions(
         for token in prefix(claim.tokens):
             index[token].append(n)
     found: list[tuple[Claim, Claim, float]] = []
-    for claim in positives:
+    for n, claim in enumerate(positives):
+        if not n & 1023:
+            check()
         seen: set[int] = set()
         for token in prefix(claim.tokens):
             posting = index.get(token, ())

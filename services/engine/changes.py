@@ -172,7 +172,7 @@ class ChangeApplication(EngineState):
                 out.append(item)
             return out
 
-        for raw in paths:
+        for raw in self.stop_flag.checked(paths, 256):  # a shutdown stops between files (stop_flag.py)
             rel = self._rel(raw)
             if rel is None:
                 continue
@@ -182,7 +182,7 @@ class ChangeApplication(EngineState):
                     continue
                 present = set(self._walk_folder(rel))
                 gone = set(known_under(rel.rstrip("/") + "/")) - present
-                for item in sorted(present | gone):
+                for item in self.stop_flag.checked(sorted(present | gone), 256):
                     if self._apply_file(item, changed_ids, touched):
                         continue
                     unchanged += 1
@@ -190,7 +190,7 @@ class ChangeApplication(EngineState):
             if not (target.exists() or target.is_symlink()) and not self._known_path(rel):
                 under = known_under(rel.rstrip("/") + "/")
                 if under:
-                    for item in under:  # a folder was deleted or moved away
+                    for item in self.stop_flag.checked(under, 256):  # a folder was deleted or moved away
                         self._apply_file(item, changed_ids, touched)
                     continue
             if not self._apply_file(rel, changed_ids, touched):
@@ -206,7 +206,7 @@ class ChangeApplication(EngineState):
         problems: list[InvalidFile] = []
         present = set(iter_memory_paths(self.root, problems))
         odd = {p.rel_path: p for p in problems}  # folders that cannot be listed stay in doctor
-        for rel in sorted(present | self.store.known_paths()):
+        for rel in self.stop_flag.checked(sorted(present | self.store.known_paths()), 256):
             if rel in odd:
                 continue
             if self._apply_file(rel, changed_ids, touched):

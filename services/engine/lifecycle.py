@@ -163,6 +163,7 @@ class Lifecycle(EngineState):
             self._bump()
             self._loaded = True  # from the first committed chunk on, queries may run
             self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
+            self.stop_flag.check()  # a committed chunk: stop here rather than wait for the next parse
         store.add_items(problems)
         self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
         self._parse_cache_due = parsed
@@ -224,7 +225,7 @@ class Lifecycle(EngineState):
             self.vectors = None
             self.semantic = KeywordOverlapScorer()
             return True
-        self.vectors = VectorIndex(model, self.state_dir)
+        self.vectors = VectorIndex(model, self.state_dir, check=self.stop_flag.check)
         self.semantic = EmbeddingScorer(self.vectors)
         return True
 

@@ -23,6 +23,7 @@ from ..model import InvalidFile, Memory
 from ..progress import Progress, ProgressCallback
 from ..semantic import PrototypeClassifier, VectorIndex
 from ..signals import KeywordOverlapScorer, SemanticScorer
+from ..stop_flag import StopFlag
 from ..store import MemoryStore
 from ..tokens import TokenCounter, default_counter
 from .memo import Memo
@@ -56,6 +57,9 @@ class EngineState:
         self._semantic_setting: str | None = None
         self._semantic_problem: str | None = None
         self.problems: list[str] = []
+        # Set by the owner when it shuts down; loads, change batches and background jobs check it
+        # between files and raise stop_flag.Cancelled, so a daemon exits in seconds (services/stop_flag.py).
+        self.stop_flag = StopFlag()
         # The per-user daemon sets this (daemon/workspaces.py): (name, engine) of each workspace this
         # one federates, in order; queries join their candidates (services/federation.py).
         self.federated: list[tuple[str, EngineState]] = []
@@ -111,6 +115,7 @@ class EngineState:
         started = current.started if current is not None and current.job == job else time.time()
 
         def report(done: int, of: int | None = None) -> None:
+            self.stop_flag.check()  # every progress step is a safe point to stop at
             self._set_progress(
                 Progress(job, phase, base + done, of if of is not None else (total or 0), partial, started)
             )

@@ -15,8 +15,11 @@ from typing import Any
 from ..graph import connected_components
 from ..model import InvalidFile, Memory
 from ..similarity import claims, content_tokens, contradictions, jaccard, shingles, similarity_join
+from ..stop_flag import Check, checked, never
 from ..tier_source import full_text
 from .findings import KINDS, Finding, GovernanceInputs, GovernanceSettings
+
+FILES_PER_CHECK = 256  # files read between two looks at the stop flag (a read is ~0.1 ms)
 
 
 def _utcnow() -> datetime:
@@ -34,8 +37,8 @@ def analyze(inputs: GovernanceInputs, settings: GovernanceSettings | None = None
     memories = sorted(inputs.memories, key=lambda m: m.id)
     findings: list[Finding] = []
     findings += invalid_file_findings(inputs.invalid)
-    findings += conflict_findings(memories, settings)
-    findings += consolidation_findings(memories, settings)
+    findings += conflict_findings(memories, settings, inputs.check)
+    findings += consolidation_findings(memories, settings, inputs.check)
     findings += god_node_findings(memories, inputs.centrality, inputs.degree, settings)
     findings += scratch_findings(memories, now, settings)
     findings += decay_findings(memories, inputs.loads, now, settings)
@@ -132,15 +135,16 @@ def scratch_expired(memories: Iterable[Memory], now: datetime, ttl_days: int) ->
     return [m for m in memories if m.type == "scratch" and not m.protected and m.last_modified <= cutoff]
 
 
-def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) -> list[Finding]:
+def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings, check: Check = never) -> list[Finding]:
     """Overlapping pairs that disagree on type or importance, and pairs that contradict.
 
     Overlap: Jaccard of content words >= ``conflict_min_text_jaccard`` and, when
     both have tags, at least one shared tag. Contradiction: a sentence in each
-    with nearly the same content words and opposite polarity.
+    with nearly the same content words and opposite polarity. ``check`` raises
+    ``stop_flag.Cancelled`` when the owner shuts down (called between files and inside the joins).
     """
     by_pair: dict[tuple[str, str], dict[str, Any]] = {}
-    token_sets = [content_tokens(_text(m)) for m in memories]
+    token_sets = [content_tokens(_text(m)) for m in checked(memories, check, FILES_PER_CHECK)]
     gap = settings.conflict_importance_gap
     types = [m.type for m in memories]
     importance = [m.importance for m in memories]
@@ -151,7 +155,9 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
     # When no two memories can disagree on type or importance, skip the join altogether.
     can_disagree = len(set(types)) > 1 or (memories and max(importance) - min(importance) >= gap)
     pairs = (
-        similarity_join(token_sets, settings.conflict_min_text_jaccard, settings.max_posting, accept=disagree)
+        similarity_join(
+            token_sets, settings.conflict_min_text_jaccard, settings.max_posting, accept=disagree, check=check
+        )
         if can_disagree
         else []
     )
@@ -167,9 +173,16 @@ def conflict_findings(memories: Sequence[Memory], settings: GovernanceSettings) 
             problems.append(f"importance differs ({a.importance:g} vs {b.importance:g})")
         if problems:
             by_pair[(a.id, b.id)] = {"text_overlap": round(score, 3), "shared_tags": shared_tags, "problems": problems}
-    all_claims = [c for m in memories for c in claims(m.id, _text(m), settings.contradiction_min_words)]
+    all_claims = [
+        c
+        for m in checked(memories, check, FILES_PER_CHECK)
+        for c in claims(m.id, _text(m), settings.contradiction_min_words)
+    ]
     position = {m.id: n for n, m in enumerate(memories)}
-    for pos, neg, score in contradictions(all_claims, settings.contradiction_min_jaccard, settings.max_posting):
+    found_contradictions = contradictions(
+        all_claims, settings.contradiction_min_jaccard, settings.max_posting, check=check
+    )
+    for pos, neg, score in found_contradictions:
         owners = sorted((str(pos.owner), str(neg.owner)))  # claims are owned by memory ids
         key = (owners[0], owners[1])
         a, b = memories[position[key[0]]], memories[position[key[1]]]
@@ -215,10 +228,12 @@ def _shared_tags(a: Memory, b: Memory) -> list[str]:
     return sorted({t.casefold() for t in a.tags} & {t.casefold() for t in b.tags})
 
 
-def consolidation_findings(memories: Sequence[Memory], settings: GovernanceSettings) -> list[Finding]:
+def consolidation_findings(
+    memories: Sequence[Memory], settings: GovernanceSettings, check: Check = never
+) -> list[Finding]:
     """Clusters of near-duplicates (word-shingle Jaccard >= ``duplicate_min_jaccard``), joined transitively."""
-    sets = [shingles(_text(m), settings.duplicate_shingle_words) for m in memories]
-    pairs = similarity_join(sets, settings.duplicate_min_jaccard, settings.max_posting)
+    sets = [shingles(_text(m), settings.duplicate_shingle_words) for m in checked(memories, check, FILES_PER_CHECK)]
+    pairs = similarity_join(sets, settings.duplicate_min_jaccard, settings.max_posting, check=check)
     component = connected_components(len(memories), [(i, j) for i, j, _ in pairs])
     clusters: dict[int, list[int]] = {}
     for i, j, _ in pairs:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..config import Config
 from ..model import InvalidFile, Memory
+from ..stop_flag import Check, never
 
 KINDS: tuple[str, ...] = (
     "invalid_file",
@@ -119,3 +120,4 @@ class GovernanceInputs:
     centrality: Mapping[str, float] = field(default_factory=dict)  # PageRank (sums to 1)
     degree: Mapping[str, int] = field(default_factory=dict)  # graph degree (explicit + implicit)
     now: datetime | None = None  # naive UTC; default: now
+    check: Check = never  # raises stop_flag.Cancelled when the owner shuts down (the engine's stop flag)

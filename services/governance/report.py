@@ -115,11 +115,19 @@ def centrality(graph: LinkGraph) -> tuple[dict[str, float], dict[str, int]]:
 
 
 def gather_inputs(engine: EngineView, settings: GovernanceSettings, now: datetime | None = None) -> GovernanceInputs:
+    check = engine.stop_flag.check
     memories = memory_snapshot(engine)
+    check()
     loads = engine.access_log.counts_in_window(settings.decay_days) if engine.access_log is not None else {}
     ranks, degree = centrality(link_graph(engine))
     return GovernanceInputs(
-        memories=memories, invalid=engine.invalid_files(), loads=loads, centrality=ranks, degree=degree, now=now
+        memories=memories,
+        invalid=engine.invalid_files(),
+        loads=loads,
+        centrality=ranks,
+        degree=degree,
+        now=now,
+        check=check,
     )
 
 

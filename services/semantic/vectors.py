@@ -47,6 +47,7 @@ import numpy as np
 
 from ..atomic import atomic_write_bytes
 from ..model import Memory
+from ..stop_flag import Check, never
 from .models import SemanticModel
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,9 @@ class _Centre:
 class VectorIndex:
     """Embeddings of the store's memories for one model (see module doc)."""
 
-    def __init__(self, model: SemanticModel, state_dir: Path | None) -> None:
+    def __init__(self, model: SemanticModel, state_dir: Path | None, check: Check = never) -> None:
         self.model = model
+        self.check = check  # the engine's stop flag: embedding 100,000 memories stops at a shutdown
         self.folder = Path(state_dir) / CACHE_FOLDER if state_dir is not None else None
         # (matrix, ids, row_of): swapped as one tuple so readers never see a torn state
         self._state: tuple[np.ndarray, list[str | None], dict[str, int]] = (
@@ -242,6 +244,7 @@ class VectorIndex:
             matrix = bigger
         rows: list[int] = []
         missing: list[int] = []
+        checksums: list[tuple[str, str]] = []  # recorded once the rows are in (a stopped run leaves none)
         for i, memory in enumerate(todo):
             row = row_of.get(memory.id)
             if row is None:
@@ -254,11 +257,13 @@ class VectorIndex:
                 missing.append(i)
             else:
                 matrix[row] = hit
-            self._checksum[memory.id] = memory.checksum
+            checksums.append((memory.id, memory.checksum))
         # written straight into the matrix, one batch at a time (no full-size temporary)
         for start in range(0, len(missing), EMBED_BATCH):
+            self.check()
             chunk = missing[start : start + EMBED_BATCH]
             matrix[[rows[i] for i in chunk]] = self.model.embed([embed_text(todo[i]) for i in chunk])
+        self._checksum.update(checksums)
         self.embedded += len(missing)
         for row in freed:
             if ids[row] is None:
