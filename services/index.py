@@ -19,13 +19,13 @@ daemon costs milliseconds instead of a merge of the whole index.
 Searching: Whoosh's matcher tree (a Python object per posting step) was most
 of a query's cost, so each query word's BM25F scores are computed once per
 index generation with Whoosh's own scorer and summed from arrays after that
-(``_PostingCache``); results equal a Whoosh search.
+(``_PostingCache``); results equal a Whoosh search. The sums and the top-K
+choice run in numpy over those arrays, and document frequencies and IDFs are
+read once per generation, not per query.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import logging
 import re
 import shutil
@@ -36,8 +36,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+import numpy as np
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
 from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
@@ -58,6 +59,7 @@ COMMON_TERM_SHARE = 0.2  # words in more than this share of memories skip the to
 COMMON_TERM_MIN_DOCS = 50  # ... but never below this many documents
 GENERATION_CHECK_S = 1.0  # readers look for other processes' commits at most this often
 POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
+TERM_STATS_MAX = 50_000  # cached document frequencies / IDFs per generation (then started afresh)
 PROGRESS_EVERY = 100  # rebuild / extend report progress this often (documents)
 
 
@@ -437,45 +439,40 @@ class MemoryIndex:
         postings = [
             (tokens, query.boost, cache.postings(searcher, query.fieldname, query.text)) for tokens, query in queries
         ]
+        docnums: list[int]
         if restrict_paths is None:
-            chosen = self._selective(searcher, queries)
-            keys = {(q.fieldname, q.text) for q in chosen}
-            totals: dict[int, float] = {}
-            get = totals.get
-            for (_tokens, query), (_, weight, (ids, scores)) in zip(queries, postings):
-                if (query.fieldname, query.text) not in keys:
-                    continue
-                for docnum, score in zip(ids, scores):
-                    totals[docnum] = get(docnum, 0.0) + score * weight
-            if len(totals) < limit and len(keys) < len(queries):
+            keys = {(q.fieldname, q.text) for q in self._selective(searcher, queries, cache)}
+            ranking = [p for (_, q), p in zip(queries, postings) if (q.fieldname, q.text) in keys]
+            docnums = _top_documents(ranking, limit, cache.doc_count(searcher))
+            if len(docnums) < limit and len(keys) < len(queries):
                 # The selective words found fewer than ``limit`` memories: rank by every word
                 # instead, so pruning never cuts recall at depth (issue 13).
-                totals = {}
-                get = totals.get
-                for _, weight, (ids, scores) in postings:
-                    for docnum, score in zip(ids, scores):
-                        totals[docnum] = get(docnum, 0.0) + score * weight
-            best = heapq.nsmallest(limit, totals.items(), key=lambda item: (-item[1], item[0]))
-            docs = [(docnum, *cache.doc(searcher, docnum)) for docnum, _ in best]
+                docnums = _top_documents(postings, limit, cache.doc_count(searcher))
         else:
-            docs = []
+            docnums = []
             for path in dict.fromkeys(restrict_paths):
                 found = cache.docnum(searcher, path)
                 if found is not None:
-                    docs.append((found, *cache.doc(searcher, found)))
-        if not docs:
+                    docnums.append(found)
+        if not docnums:
             return []
+        targets = np.array(docnums, dtype=np.int64)
+        totals = np.zeros(len(docnums))  # all query terms, common ones included
+        matched: list[set[str]] = [set() for _ in docnums]
+        for tokens, weight, (ids, scores) in postings:
+            if not len(ids):
+                continue
+            at = np.minimum(np.searchsorted(ids, targets), len(ids) - 1)
+            found = ids[at] == targets
+            # term by term, like a running sum per document: the same floats as adding one by one
+            totals = totals + np.where(found, scores[at] * weight, 0.0)
+            for i in np.flatnonzero(found).tolist():
+                matched[i].update(tokens)
         hits = []
-        for docnum, mid, path in docs:
-            score = 0.0  # all query terms, common ones included
-            matched: set[str] = set()
-            for tokens, weight, (ids, scores) in postings:
-                at = bisect.bisect_left(ids, docnum)
-                if at < len(ids) and ids[at] == docnum:
-                    matched.update(tokens)
-                    score += scores[at] * weight
+        for docnum, score, words in zip(docnums, totals.tolist(), matched):
             if score > 0.0:
-                hits.append(Hit(mid, path, score, frozenset(matched)))
+                mid, path = cache.doc(searcher, docnum)
+                hits.append(Hit(mid, path, score, frozenset(words)))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
@@ -489,7 +486,9 @@ class MemoryIndex:
         return cache
 
     @staticmethod
-    def _selective(searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]]) -> list[Term]:
+    def _selective(
+        searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: _PostingCache
+    ) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
         A word found in more than ``COMMON_TERM_SHARE`` of all memories has a
@@ -498,11 +497,13 @@ class MemoryIndex:
         Such words are left out of the top-K ranking only; they still count
         for matched terms and for the scores of every candidate, and when the
         selective words find fewer than ``limit`` memories the ranking uses
-        every word (so pruning never costs recall at depth).
+        every word (so pruning never costs recall at depth). Document
+        frequencies come from the generation's cache (Whoosh reads them from
+        the terms file: a seek and a read per term per query otherwise).
         """
-        total = max(1, searcher.doc_count())
+        total = max(1, cache.doc_count(searcher))
         limit = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
-        rated = [(searcher.doc_frequency(q.fieldname, q.text), q) for _, q in queries]
+        rated = [(cache.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
         chosen = [q for df, q in rated if 0 < df <= limit]
         if not chosen:
             rated = sorted((r for r in rated if r[0] > 0), key=lambda r: r[0])
@@ -510,12 +511,14 @@ class MemoryIndex:
         return chosen or [q for _, q in queries]
 
     def idf(self, token: str) -> float:
-        """Inverse document frequency of an analysed token (Whoosh's formula)."""
-        return float(self._searcher().idf("text", token))
+        """Inverse document frequency of an analysed token (Whoosh's formula, cached per generation)."""
+        searcher = self._searcher()
+        return self._posting_cache(searcher).idf(searcher, token)
 
     def document_frequency(self, token: str) -> int:
         """How many memories contain an analysed ``token``."""
-        return self._searcher().doc_frequency("text", token)
+        searcher = self._searcher()
+        return self._posting_cache(searcher).doc_frequency(searcher, "text", token)
 
     def doc_count(self) -> int:
         return self._searcher().doc_count()
@@ -562,6 +565,34 @@ class MemoryIndex:
             self._ix = None
 
 
+Postings = tuple["np.ndarray[Any, np.dtype[np.int32]]", "np.ndarray[Any, np.dtype[np.float64]]"]
+
+
+def _top_documents(postings: Sequence[tuple[tuple[str, ...], float, Postings]], limit: int, docs: int) -> list[int]:
+    """The ``limit`` best document numbers by the weighted sum of the terms' scores.
+
+    Ties go to the lower document number. ``np.bincount`` adds in input order,
+    term after term, so each sum is the same float as adding one posting at a time.
+    """
+    used = [(ids, scores, weight) for _, weight, (ids, scores) in postings if len(ids)]
+    if not used:
+        return []
+    ids = np.concatenate([i for i, _, _ in used])
+    weighted = np.concatenate([s * w for _, s, w in used])
+    size = max(docs, int(ids.max()) + 1)
+    totals = np.bincount(ids, weights=weighted, minlength=size)
+    present = np.zeros(size, dtype=bool)
+    present[ids] = True
+    found = np.flatnonzero(present)
+    values = totals[found]
+    if len(found) > limit:
+        kth = np.partition(values, len(values) - limit)[len(values) - limit]
+        keep = values >= kth  # the best ``limit`` and any ties with the last of them
+        found, values = found[keep], values[keep]
+    order = np.lexsort((found, -values))[:limit]
+    return [int(d) for d in found[order].tolist()]
+
+
 class _PostingCache:
     """Per index generation: each queried term's BM25F score per document, and stored fields.
 
@@ -577,13 +608,16 @@ class _PostingCache:
 
     def __init__(self, generation: tuple[int, int]) -> None:
         self.generation = generation
-        self._terms: OrderedDict[tuple[str, str], tuple[array[int], array[float]]] = OrderedDict()
+        self._terms: OrderedDict[tuple[str, str], Postings] = OrderedDict()
         self._size = 0
         self._docs: dict[int, tuple[str, str]] = {}
         self._paths: dict[str, int | None] = {}
+        self._frequencies: dict[tuple[str, str], int] = {}
+        self._idf: dict[str, float] = {}
+        self._doc_count: int | None = None
         self._lock = threading.Lock()
 
-    def postings(self, searcher: _Searcher, fieldname: str, text: str) -> tuple[array[int], array[float]]:
+    def postings(self, searcher: _Searcher, fieldname: str, text: str) -> Postings:
         key = (fieldname, text)
         entry = self._terms.get(key)
         if entry is not None:
@@ -599,7 +633,7 @@ class _PostingCache:
             append_id(matcher.id())
             append_score(matcher.score())
             matcher.next()
-        entry = (ids, scores)
+        entry = (np.frombuffer(ids, dtype=np.int32), np.frombuffer(scores, dtype=np.float64))
         with self._lock:
             if key not in self._terms:
                 self._terms[key] = entry
@@ -608,6 +642,31 @@ class _PostingCache:
                     _, (old_ids, _) = self._terms.popitem(last=False)
                     self._size -= len(old_ids)
         return entry
+
+    def doc_count(self, searcher: _Searcher) -> int:
+        """Documents in this generation."""
+        if self._doc_count is None:
+            self._doc_count = searcher.doc_count()
+        return self._doc_count
+
+    def doc_frequency(self, searcher: _Searcher, fieldname: str, text: str) -> int:
+        """Whoosh's document frequency of a term, read once per generation."""
+        key = (fieldname, text)
+        found = self._frequencies.get(key)
+        if found is None:
+            if len(self._frequencies) >= TERM_STATS_MAX:
+                self._frequencies = {}  # replaced whole: another thread keeps the dict it read
+            found = self._frequencies[key] = searcher.doc_frequency(fieldname, text)
+        return found
+
+    def idf(self, searcher: _Searcher, token: str) -> float:
+        """Whoosh's IDF of a text-field token, computed once per generation."""
+        found = self._idf.get(token)
+        if found is None:
+            if len(self._idf) >= TERM_STATS_MAX:
+                self._idf = {}
+            found = self._idf[token] = float(searcher.idf("text", token))
+        return found
 
     def docnum(self, searcher: _Searcher, path: str) -> int | None:
         """The document number of ``path`` in this generation (None when not indexed)."""
