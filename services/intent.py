@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from whoosh.lang.porter import stem
@@ -119,17 +120,26 @@ def _pattern(text: str) -> re.Pattern[str] | None:
     return compiled
 
 
+@lru_cache(maxsize=4096)
+def _trigger_key(trigger: str) -> tuple[str, str] | None:
+    """(stemmed words, words as written) of one trigger; the same triggers come with every query."""
+    words = query_words(trigger)
+    if not words:
+        return None
+    return " ".join(_stems(words)), " ".join(words)
+
+
 def _trigger_hits(stemmed: list[str], triggers: list[Any]) -> list[str]:
     """Triggers found in the query, compared stem to stem ("crashing" matches "crash")."""
     found: dict[str, str] = {}  # stemmed trigger -> as written (a stem counts once)
     joined = " " + " ".join(stemmed) + " "
     for trigger in triggers:
-        words = query_words(str(trigger))
-        if not words:
+        keyed = _trigger_key(str(trigger))
+        if keyed is None:
             continue
-        key = " ".join(_stems(words))
+        key, written = keyed
         if key not in found and " " + key + " " in joined:
-            found[key] = " ".join(words)
+            found[key] = written
     return list(found.values())
 
 

@@ -58,9 +58,19 @@ class Candidate:
     keyword: float | None = None  # keyword overlap (KeywordOverlapScorer)
     raw_cosine: float | None = None  # centred cosine before rescaling over the candidates
     signals: dict[str, float] = field(default_factory=dict)
-    shares: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
     workspace: str | None = None  # federated: the workspace it comes from (services/federation.py)
+    weight_row: tuple[float, ...] = ()  # the weights ``score`` was composed with, in ``SIGNALS`` order
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Weight × signal per signal, summing to ``score`` (empty before scoring).
+
+        Built when asked rather than for every candidate of every pass: only
+        the memories a result shows report them.
+        """
+        signals = self.signals
+        return {name: weight * signals.get(name, 0.0) for name, weight in zip(SIGNALS, self.weight_row)}
 
 
 @dataclass
@@ -114,19 +124,23 @@ class KeywordOverlapScorer:
 
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         out: dict[str, float] = {}
+        groups = list(zip(terms.group_tokens, terms.group_weights))
+        phrases = terms.phrases
         for cand in candidates:
             if cand.keyword is not None:  # scored in the first pass of this query
                 out[cand.memory.id] = cand.keyword
                 continue
             coverage = 0.0
-            for tokens, weight in zip(terms.group_tokens, terms.group_weights):
-                if tokens & cand.heading:
-                    coverage += weight
-                elif tokens & cand.matched:
-                    coverage += BODY_ONLY_CREDIT * weight
-            if terms.phrases:
+            heading, matched = cand.heading, cand.matched
+            if heading or matched:
+                for tokens, weight in groups:
+                    if not tokens.isdisjoint(heading):
+                        coverage += weight
+                    elif not tokens.isdisjoint(matched):
+                        coverage += BODY_ONLY_CREDIT * weight
+            if phrases:
                 text = self._memory_text_lower(cand.memory)
-                phrase = sum(1 for p in terms.phrases if p in text) / len(terms.phrases)
+                phrase = sum(1 for p in phrases if p in text) / len(phrases)
                 value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
             else:
                 value = coverage
@@ -193,9 +207,15 @@ def graph_signals(
     if community_of and seeds:
         seed_communities = {community_of[s] for s in seeds if s in community_of}
     out: dict[str, float] = {}
+    authority_of = authority.get
+    if not near and not seed_communities:  # the first pass: authority alone
+        for cand in candidates:
+            mid = cand.memory.id
+            out[mid] = min(1.0, GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0)))
+        return out
     for cand in candidates:
         mid = cand.memory.id
-        value = GRAPH_AUTHORITY_SHARE * float(authority.get(mid, 0.0))
+        value = GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0))
         if mid in near:
             value += GRAPH_PROXIMITY_SHARE
         if seed_communities and community_of is not None and community_of.get(mid) in seed_communities:
@@ -204,11 +224,31 @@ def graph_signals(
     return out
 
 
+def weight_row(weights: Mapping[str, float]) -> tuple[float, ...]:
+    """The weights in ``SIGNALS`` order (a missing signal weighs 0)."""
+    return tuple(float(weights.get(name, 0.0)) for name in SIGNALS)
+
+
+def _composite(row: tuple[float, ...], signals: Mapping[str, float]) -> float:
+    """Σ weight × signal, added in ``SIGNALS`` order (the order ``shares`` lists them)."""
+    get = signals.get
+    w_sem, w_bm25, w_graph, w_recency, w_importance, w_frequency = row
+    return (
+        w_sem * get("semantic", 0.0)
+        + w_bm25 * get("bm25", 0.0)
+        + w_graph * get("graph", 0.0)
+        + w_recency * get("recency", 0.0)
+        + w_importance * get("importance", 0.0)
+        + w_frequency * get("frequency", 0.0)
+    )
+
+
 def compose(candidates: Iterable[Candidate], weights: Mapping[str, float]) -> None:
-    """Fill ``shares`` (weight × signal) and ``score`` (their sum) for each candidate."""
+    """Fill ``score`` (Σ weight × signal) and the weights its ``shares`` come from, for each candidate."""
+    row = weight_row(weights)
     for cand in candidates:
-        cand.shares = {name: float(weights.get(name, 0.0)) * cand.signals.get(name, 0.0) for name in SIGNALS}
-        cand.score = sum(cand.shares.values())
+        cand.weight_row = row
+        cand.score = _composite(row, cand.signals)
 
 
 def rescore_graph(
@@ -273,19 +313,37 @@ def score_candidates(
     closeness to them instead of to ``now`` (``query_dates``).
     """
     best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
-    sem = semantic.score(terms, candidates)
-    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds)
+    sem = semantic.score(terms, candidates).get
+    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds).get
+    frequency_of = frequency.get
+    row = weight_row(weights)
+    w_sem, w_bm25, w_graph, w_recency, w_importance, w_frequency = row
     for cand in candidates:
-        mid = cand.memory.id
+        memory = cand.memory
+        mid = memory.id
         recency = cand.signals.get("recency")  # from the first pass: the same query, the same value
         if recency is None:
-            recency = dates.closeness(cand.memory) if dates else recency_signal(cand.memory, now, half_lives)
+            recency = dates.closeness(memory) if dates else recency_signal(memory, now, half_lives)
+        semantic_value = sem(mid, 0.0)
+        bm25 = cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0
+        graph_value = graph(mid, 0.0)
+        importance = max(0.0, min(1.0, float(memory.importance)))
+        used = max(0.0, min(1.0, float(frequency_of(mid, 0.0))))
         cand.signals = {
-            "semantic": sem.get(mid, 0.0),
-            "bm25": cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0,
-            "graph": graph.get(mid, 0.0),
+            "semantic": semantic_value,
+            "bm25": bm25,
+            "graph": graph_value,
             "recency": recency,
-            "importance": max(0.0, min(1.0, float(cand.memory.importance))),
-            "frequency": max(0.0, min(1.0, float(frequency.get(mid, 0.0)))),
+            "importance": importance,
+            "frequency": used,
         }
-    compose(candidates, weights)
+        cand.weight_row = row
+        # the same sum, in the same order, as ``_composite`` (inlined: this loop runs per candidate per pass)
+        cand.score = (
+            w_sem * semantic_value
+            + w_bm25 * bm25
+            + w_graph * graph_value
+            + w_recency * recency
+            + w_importance * importance
+            + w_frequency * used
+        )
