@@ -10,6 +10,8 @@ outside exactly as a client sees it:
   (a ``git checkout``) is being indexed;
 * **socket query latency**: ``get_context`` with 8 concurrent clients (one
   connection each) at 10,000 memories;
+* **MCP stdio latency**: ``get_context`` through ``ctxos mcp`` (the stdio
+  server an agent starts, with the MCP SDK's client), one call at a time;
 * **idle**: RSS and CPU time of the daemon over 60 s with nothing happening.
 
 Targets (issue 16): p95 save-to-searchable <= 200 ms for a single edit; p95
@@ -39,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_mcp import bench_stdio  # noqa: E402
 from common import (  # noqa: E402
     DOC_QUERIES,
     add_common_args,
@@ -56,6 +59,7 @@ from ctxos.services.workspace import init_workspace  # noqa: E402
 
 TARGET_SAVE_P95_MS = 200.0  # issue 16 (issue 3 had 500)
 TARGET_QUERY_P95_MS = 40.0  # issue 16, 8 clients (issue 3 had 75)
+TARGET_STDIO_P95_MS = 15.0  # issue 16, MCP stdio, 1 client
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Probes ask with a generous budget: the generated workspace has a few long rules, which are
 # rendered first and could otherwise fill a small budget before the probe is reached.
@@ -67,6 +71,7 @@ FULL = {
     "idle_s": 60.0,
     "clients": 8,
     "queries_per_client": 100,
+    "stdio_rounds": 11,  # passes over the 18 queries through ctxos mcp (198 calls)
     "single_edits": 30,
     "burst_files": 1000,
     "burst_probes": 10,
@@ -77,6 +82,7 @@ SMALL = {
     "idle_s": 2.0,
     "clients": 8,
     "queries_per_client": 10,
+    "stdio_rounds": 1,
     "single_edits": 5,
     "burst_files": 200,
     "burst_probes": 3,
@@ -356,6 +362,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
             idle = measure_idle(daemon, settings["idle_s"])
             sequential = measure_queries(daemon, 1, settings["queries_per_client"] * 2)
             queries = measure_queries(daemon, settings["clients"], settings["queries_per_client"])
+            stdio = bench_stdio(root, settings["stdio_rounds"], QUERIES, None, runtime)  # the default budget
             after_queries_rss = current_rss_mb(daemon.proc.pid)
             single, single_lag = measure_single_edits(daemon, settings["single_edits"])
             burst = measure_burst(daemon, settings["burst_files"], settings["burst_probes"])
@@ -394,6 +401,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
             "engine_ms": _stats(queries["engine_ms"]),
         },
         "query_one_client": {**_stats(sequential["latencies_ms"]), "engine_ms": _stats(sequential["engine_ms"])},
+        "mcp_stdio": stdio,
         "save_single": _stats(single),
         "save_single_index_lag": _stats(single_lag),
         "save_during_burst": _stats(burst["probe_ms"]),
@@ -429,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     # The machine may be shared: the 1-minute load average before and after, for context.
     result["loadavg_1m"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     q, s, b, idle = result["query"], result["save_single"], result["save_during_burst"], result["idle"]
-    q1, bg = result["query_one_client"], result["background_after_load"]
+    q1, bg, mcp = result["query_one_client"], result["background_after_load"], result["mcp_stdio"]
     burst = result["burst"]
     rows = [
         ["memories indexed", result["memories"], "", ""],
@@ -455,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "",
         ],
+        [
+            "MCP stdio get_context p50 / p95 (ms), 1 client",
+            f"{mcp['p50_ms']:.1f} / {mcp['p95_ms']:.1f}",
+            f"p95 < {TARGET_STDIO_P95_MS:.0f}",
+            "yes" if mcp["p95_ms"] < TARGET_STDIO_P95_MS else "NO",
+        ],
+        ["  of which inside the engine, p50 (ms)", f"{mcp['engine_p50_ms']:.1f}", "", ""],
         [
             "save-to-searchable, single edit p50 / p95 (ms)",
             f"{s['p50']:.0f} / {s['p95']:.0f}",
@@ -482,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
         [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
         ["idle RSS (MiB)", idle["rss_mb"], "", ""],
-        [f"RSS after {q['n'] + q1['n']} queries (MiB)", result["rss_after_queries_mb"], "", ""],
+        [f"RSS after {q['n'] + q1['n'] + mcp['calls']} queries (MiB)", result["rss_after_queries_mb"], "", ""],
         ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
         ["RSS right after a warm restart (MiB)", result["rss_after_warm_restart_mb"], "", ""],
         ["SIGTERM to exit (s)", result["stop_s"], "", ""],

@@ -132,39 +132,52 @@ def bench_socket(root: Path, rounds: int) -> dict[str, Any]:
     return {**_summary("socket-rpc", rtts, engine, None), "over_budget": over}
 
 
-async def _bench_mcp_client(name: str, target: Any, rounds: int) -> dict[str, Any]:
+async def _bench_mcp_client(
+    name: str, target: Any, rounds: int, queries: list[str] = QUERIES, budget: int | None = BUDGET
+) -> dict[str, Any]:
+    """``rounds`` passes over ``queries``, one call at a time; ``budget`` None: the workspace's default."""
     from mcp import Client
+
+    def arguments(query: str) -> dict[str, Any]:
+        return {"query": query} if budget is None else {"query": query, "budget_tokens": budget}
 
     t0 = time.perf_counter()
     async with Client(target) as client:
-        await client.call_tool("get_context", {"query": QUERIES[0], "budget_tokens": BUDGET})  # warm-up
+        await client.call_tool("get_context", arguments(queries[0]))  # warm-up
         setup_ms = (time.perf_counter() - t0) * 1000
         rtts, engine = [], []
         over: list[dict[str, Any]] = []
         for _ in range(rounds):
-            for query in QUERIES:
+            for query in queries:
                 t1 = time.perf_counter()
-                result = await client.call_tool("get_context", {"query": query, "budget_tokens": BUDGET})
+                result = await client.call_tool("get_context", arguments(query))
                 rtts.append((time.perf_counter() - t1) * 1000)
                 if result.is_error:
                     raise RuntimeError(f"{name}: get_context failed: {result.content}")
                 data = result.structured_content
-                if data["tokens_used"] > BUDGET:
+                if data["tokens_used"] > data["budget_tokens"]:
                     over.append({"query": query, "tokens_used": data["tokens_used"]})
                 engine.append(float(data["elapsed_ms"]))
     return {**_summary(name, rtts, engine, setup_ms), "over_budget": over}
 
 
-def bench_stdio(root: Path, rounds: int) -> dict[str, Any]:
+def bench_stdio(
+    root: Path,
+    rounds: int,
+    queries: list[str] = QUERIES,
+    budget: int | None = BUDGET,
+    runtime_dir: Path | None = None,
+) -> dict[str, Any]:
+    """``ctxos mcp`` as a stdio subprocess (the agent's view), against the daemon already running."""
     from mcp import StdioServerParameters
 
     env = {
-        "CTXOS_RUNTIME_DIR": os.environ["CTXOS_RUNTIME_DIR"],
+        "CTXOS_RUNTIME_DIR": str(runtime_dir) if runtime_dir else os.environ["CTXOS_RUNTIME_DIR"],
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/tmp"),
     }
     params = StdioServerParameters(command=_ctxos(), args=["--workspace", str(root), "mcp", "--no-start"], env=env)
-    return asyncio.run(_bench_mcp_client("stdio", params, rounds))
+    return asyncio.run(_bench_mcp_client("stdio", params, rounds, queries, budget))
 
 
 def bench_http(url: str, rounds: int) -> dict[str, Any]:

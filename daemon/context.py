@@ -113,6 +113,9 @@ class DaemonContext:
             # Queries serve the last link graph; it is rebuilt after each change batch
             # (schedule_graph_refresh), so no query pays for the rebuild.
             engine.allow_stale_graph = True
+        if mode == "daemon" and hasattr(engine, "access_log_defer"):
+            # The access log's batch writes (~20-90 ms each) run on a read worker, not in a get_context.
+            engine.access_log_defer = self._defer_access_write
         if mode == "daemon" and hasattr(engine, "community_detector"):
             from .leiden_process import IsolatedDetector
 
@@ -236,6 +239,10 @@ class DaemonContext:
             raise RpcError(INTERNAL_ERROR, f"workspace failed to load: {self.load_error}")
 
     # ------------------------------------------------------------ running engine calls
+
+    def _defer_access_write(self, job: Callable[[], None]) -> None:
+        """Run the access log's due batch write on a read worker (raises once the pools shut down)."""
+        self._read_pool.submit(job)
 
     async def run_read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a read-only call on the read pool (concurrent with other reads and one write)."""

@@ -16,6 +16,13 @@ queries or ``FLUSH_AFTER_S`` seconds have gathered, before any read of the
 database, and at ``close``. A transaction per query was ~3-5 ms of every
 ``get_context`` on a busy machine. What a crash (not a normal stop) can lose
 is at most the queries of the last pending batch: behaviour, never content.
+
+A batch of 16 queries is ~1,600 rows, 20-90 ms of writing: paid by the query
+that made it due, that was one query in 16, i.e. the p95 itself. So an owner
+with threads (the daemon) sets ``defer``: a due batch is then handed to it and
+written on one of its threads, off the query; the query path only appends to a
+list. Should that thread fall behind, a query writes once ``MAX_PENDING`` queries
+are waiting, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +47,7 @@ DAY_S = 86400.0
 COUNTED_TIERS = ("L1", "L2")
 FLUSH_EVERY = 16  # pending queries that trigger a write
 FLUSH_AFTER_S = 1.0  # a pending query older than this is written at the next record
+MAX_PENDING = 256  # with ``defer``: a query writes the batch itself when this many wait
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS queries (
@@ -96,7 +104,12 @@ class AccessLog:
         self._counts: Counter[str] = Counter()
         self._counts_at = 0.0
         self._pending: list[_Pending] = []
+        self._pending_lock = threading.Lock()  # the pending list and counts; never held while writing
+        self._flush_handed = False  # a due batch was handed to ``defer`` and is not written yet
         self.recovered: str | None = None
+        # How a due batch is written: None = by the query that made it due; else a function that
+        # runs its argument on another thread (the daemon's), so no query waits for the write.
+        self.defer: Callable[[Callable[[], None]], None] | None = None
 
     # --- connection -----------------------------------------------------------------
     def open(self) -> None:
@@ -160,17 +173,34 @@ class AccessLog:
         ts = time.time() if ts is None else float(ts)
         loads = list(loads)
         _ = self.conn  # opens the database (and loads the counts) on first use
-        with self._lock:
+        with self._pending_lock:
             self._pending.append(_Pending(ts, query, intent, int(budget), int(tokens_used), loads))
+            counts = self._counts
             for mid, tier in loads:
                 if tier in COUNTED_TIERS:
-                    self._counts[mid] += 1
-            if len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._pending[0].queued >= FLUSH_AFTER_S:
-                self._flush_locked()
+                    counts[mid] += 1
+            waiting = len(self._pending)
+            due = waiting >= FLUSH_EVERY or time.monotonic() - self._pending[0].queued >= FLUSH_AFTER_S
+            defer = self.defer if waiting < MAX_PENDING else None
+            hand = due and defer is not None and not self._flush_handed
+            if hand:
+                self._flush_handed = True
+        if not due or (defer is not None and not hand):
+            return
+        if defer is None:
+            self.flush()
+            return
+        try:
+            defer(self.flush)
+        except Exception as exc:  # noqa: BLE001 - e.g. the daemon's pool is shutting down: write here
+            log.debug("access log: deferred write refused (%s); writing now", exc)
+            self.flush()
 
     def _flush_locked(self) -> None:
         """One transaction for every pending query; a failed write is logged and dropped (a cache)."""
-        pending, self._pending = self._pending, []
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+            self._flush_handed = False  # what a handed job would write is being written now
         if not pending or self._conn is None:
             return
         conn = self._conn

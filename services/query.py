@@ -48,11 +48,10 @@ from .render import (
     SECTION_MEMORIES,
     SECTION_RULES,
     Packer,
-    catalog_line,
     finalize,
-    memory_block,
     more_line,
 )
+from .render_cache import CATALOG
 from .semantic.scorer import query_text
 from .signals import Candidate, build_query_terms, normalise_weights, rescore_graph, score_candidates
 
@@ -435,6 +434,21 @@ def catalog_pool(engine: Any, leftover: list[Candidate], shown: set[str], limit:
     return out
 
 
+def _place(
+    engine: Any, packer: Packer, section: str, cand: Candidate, tier: str, priority: float, reserve: int
+) -> bool:
+    """Add ``cand``'s block at ``tier`` when it fits; its text is rendered (or taken from the cache) only then."""
+    memory = cand.memory
+    tokens = engine.block_tokens(memory, tier)
+    if not packer.fits(section, tokens, reserve):
+        return False
+    block = engine.rendered_block(memory, tier)
+    part = packer.add(
+        section, block.text, tokens=tokens, memory_id=memory.id, priority=priority, reserve=reserve, costs=block.costs
+    )
+    return part is not None
+
+
 def select_and_render(
     engine: Any, scored: ScoredQuery, budget: int
 ) -> tuple[list[SelectedMemory], list[str], int, str, int]:
@@ -453,15 +467,7 @@ def select_and_render(
     pinned.sort(key=lambda c: (TYPE_ORDER.get(c.memory.type, 99), -c.score, c.memory.id))
     for cand in pinned:
         for tier in _tiers(cand.memory, True) + ["L0"]:
-            text = memory_block(cand.memory, tier)
-            part = packer.add(
-                SECTION_RULES,
-                text,
-                tokens=engine.block_tokens(cand.memory, tier),
-                memory_id=cand.memory.id,
-                priority=PRIORITY_PINNED + cand.score,
-            )
-            if part is not None:
+            if _place(engine, packer, SECTION_RULES, cand, tier, PRIORITY_PINNED + cand.score, 0):
                 chosen[cand.memory.id] = (cand, tier)
                 break
 
@@ -476,15 +482,7 @@ def select_and_render(
         planned = plan.get(cand.memory.id)
         placed = False
         for option in ([planned, "L1"] if planned == "L2" else [planned]) if planned else []:
-            part = packer.add(
-                SECTION_MEMORIES,
-                memory_block(cand.memory, option),
-                tokens=engine.block_tokens(cand.memory, option),
-                memory_id=cand.memory.id,
-                priority=PRIORITY_MEMORY + cand.score,
-                reserve=reserve,
-            )
-            if part is not None:
+            if _place(engine, packer, SECTION_MEMORIES, cand, option, PRIORITY_MEMORY + cand.score, reserve):
                 chosen[cand.memory.id] = (cand, option)
                 placed = True
                 break
@@ -496,16 +494,19 @@ def select_and_render(
     total = len(engine.store)
     more_cost = counter.count(more_line(total)) + 1
     for rank, memory in enumerate(catalog_pool(engine, leftover, set(chosen), max_catalog)):
-        part = packer.add(
+        tokens = engine.catalog_tokens(memory)
+        if not packer.fits(SECTION_CATALOG, tokens, more_cost):
+            break
+        line = engine.rendered_block(memory, CATALOG)
+        packer.add(
             SECTION_CATALOG,
-            catalog_line(memory),
-            tokens=engine.catalog_tokens(memory),
+            line.text,
+            tokens=tokens,
             memory_id=memory.id,
             priority=PRIORITY_CATALOG - rank * 1e-6,
             reserve=more_cost,
+            costs=line.costs,
         )
-        if part is None:
-            break
         listed.append(memory)
     more = total - len(chosen) - len(listed)
     if more > 0 and max_catalog:

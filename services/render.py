@@ -19,7 +19,9 @@ order, charging each block (and its section heading the first time) with the
 token counter in use. Blocks are joined with newlines so no token spans two
 blocks; the final text is counted once more as a whole and, should a counter
 not be additive, the lowest-priority parts are dropped until it fits. So the
-budget holds under any counter, by construction.
+budget holds under any counter, by construction. With the heuristic counter
+that whole count comes from the parts' piece costs (``tokens.join_count``:
+the same number, without re-tokenizing ~16 KB per query).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .model import Memory
-from .tokens import TokenCounter
+from .tokens import JoinableCounter, PieceCosts, TokenCounter, join_count
 
 SECTION_RULES = "## Rules"
 SECTION_MEMORIES = "## Memories"
@@ -64,6 +66,7 @@ class Part:
     tokens: int
     memory_id: str | None = None
     priority: float = 0.0  # lower is dropped first when the final check trims
+    costs: PieceCosts | None = None  # the text's piece costs when the caller has them (render_cache)
 
 
 @dataclass
@@ -87,6 +90,10 @@ class Packer:
             total += self.counter.count(section) + 1
         return total
 
+    def fits(self, section: str, tokens: int, reserve: int = 0) -> bool:
+        """Whether a text of ``tokens`` would be added to ``section`` (so it is rendered only then)."""
+        return self.used + self.cost(section, "", tokens) <= self.budget - reserve
+
     def add(
         self,
         section: str,
@@ -96,13 +103,14 @@ class Packer:
         memory_id: str | None = None,
         priority: float = 0.0,
         reserve: int = 0,
+        costs: PieceCosts | None = None,
     ) -> Part | None:
         """Add ``text`` if it fits under ``budget - reserve``; return the part or None."""
         own = self.counter.count(text) if tokens is None else tokens
         charge = self.cost(section, text, own)
         if self.used + charge > self.budget - reserve:
             return None
-        part = Part(section, text, own, memory_id, priority)
+        part = Part(section, text, own, memory_id, priority, costs)
         self.parts.append(part)
         self._sections.add(section)
         self.used += charge
@@ -133,10 +141,40 @@ def finalize(parts: list[Part], counter: TokenCounter, budget: int) -> tuple[str
     kept = list(parts)
     if budget <= 0:
         return "", 0, []
+    joinable = counter if isinstance(counter, JoinableCounter) and _with_costs(kept, counter) else None
     while True:
-        text = assemble(kept)
-        tokens = counter.count(text)
+        if joinable is not None:
+            tokens = assembled_count(kept, joinable)
+            text = ""
+        else:
+            text = assemble(kept)
+            tokens = counter.count(text)
         if tokens <= budget:
-            return text, tokens, kept
+            return text or assemble(kept), tokens, kept
         victim = min(range(len(kept)), key=lambda i: (kept[i].priority, -i))
         kept.pop(victim)
+
+
+def _with_costs(parts: list[Part], counter: JoinableCounter) -> bool:
+    """Give every part its piece costs; False when a text cannot join counts."""
+    for part in parts:
+        if part.costs is None:
+            part.costs = counter.piece_costs(part.text)
+            if part.costs is None:
+                return False
+    return True
+
+
+def assembled_count(parts: list[Part], counter: JoinableCounter) -> int:
+    """``counter.count(assemble(parts))`` from the parts' piece costs (each part has them)."""
+    chunks: list[tuple[PieceCosts, int]] = []
+    for section in SECTIONS:
+        costs = [p.costs for p in parts if p.section == section]
+        if not costs:
+            continue
+        heading = counter.piece_costs(section)
+        if heading is None:  # a heading always starts and ends with a symbol or a letter
+            raise ValueError(f"section heading {section!r} cannot be joined")
+        chunks.append((heading, 2 if chunks else 0))
+        chunks.extend((c, 1) for c in costs if c is not None)
+    return join_count(chunks) if chunks else 0

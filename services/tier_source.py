@@ -14,8 +14,10 @@ calls :func:`read_cold`, which
   removed from the index);
 - splits the tiers without parsing YAML (the frontmatter is parsed only when
   ``metadata`` itself is asked for: importers, save warnings);
-- keeps the last texts read in a byte-bounded LRU (``CACHE_BYTES``): a query
-  renders the same few blocks again and again (one read is ~0.1 ms).
+- keeps the last texts read in a byte-bounded LRU (``CACHE_BYTES``; one read
+  is ~0.1 ms). Rendered blocks have their own cache in front of this one
+  (``services/render_cache.py``), so what reaches here is mostly a candidate's
+  first token count and ``get_memory``: 2 MiB, half what it was before that.
 
 A module-level function, so a released memory still pickles (parse cache, the
 parse pool) and unpickles with its source.
@@ -40,7 +42,7 @@ from .model import Memory
 
 log = logging.getLogger(__name__)
 
-CACHE_BYTES = 4 * 1024 * 1024  # recently read texts kept (by their length in characters)
+CACHE_BYTES = 2 * 1024 * 1024  # recently read texts kept (by their length in characters)
 _MAX_FILE_BYTES = 64 * 1024 * 1024  # the read-back never refuses a file the parse accepted
 
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Protocol, runtime_checkable
+from functools import reduce
+from itertools import chain
+from operator import add
+from typing import NamedTuple, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -49,6 +52,10 @@ _PIECE_RE = re.compile(
     r"|\s+",
     re.IGNORECASE,
 )
+
+# A piece made by the symbol-run alternative (4 above) without newlines: in a longer text it
+# also takes the newlines that follow it (see ``PieceCosts``).
+_SYMBOL_RUN_RE = re.compile(r" ?[^\s\w]+")
 
 # Expected BPE tokens of one piece by its letter count (index = length - 1), fitted
 # on 300 files of each shared corpus against cl100k_base (docs/tokens.md).
@@ -107,6 +114,48 @@ _PIECE_COSTS: dict[str, float] = {}
 _PIECE_COSTS_MAX = 65536
 
 
+class PieceCosts(NamedTuple):
+    """One text's piece costs in text order, so the count of texts joined by newlines needs no recount.
+
+    A text that starts and ends with a non-space character splits into the
+    same pieces alone as inside a longer text where newlines surround it: the
+    pre-tokenizer's pieces never cross a newline, except that a run of symbols
+    (``open_end``: the text ends with one) takes the newlines after it
+    into its own piece at no extra cost; otherwise the newlines are one piece
+    of cost 1. ``join_count`` adds the costs in text order, the same float
+    additions ``count`` makes over the joined text, so both give the same int.
+    """
+
+    costs: tuple[float, ...]
+    open_end: bool
+
+
+NEWLINES_COST = 1.0  # a run of newlines between two texts (a whitespace piece)
+
+
+def join_count(chunks: list[tuple[PieceCosts, int]]) -> int:
+    """Tokens of texts joined in order; each chunk is a text's costs and the newlines (0: none) before it.
+
+    Equal to ``HeuristicCounter.count`` of the joined text when every text
+    starts and ends with a non-space character (``PieceCosts``).
+    """
+    seq: list[tuple[float, ...]] = []
+    open_end = False
+    for costs, newlines in chunks:
+        if newlines and not open_end:
+            seq.append((NEWLINES_COST,))
+        seq.append(costs.costs)
+        open_end = costs.open_end
+    return math.ceil(reduce(add, chain.from_iterable(seq), 0.0))
+
+
+@runtime_checkable
+class JoinableCounter(TokenCounter, Protocol):
+    """A counter that can count texts joined by newlines from each text's ``PieceCosts`` (the heuristic)."""
+
+    def piece_costs(self, text: str) -> PieceCosts | None: ...
+
+
 class HeuristicCounter:
     """The default counter: regex pre-tokenizer plus length-based costs; no data files.
 
@@ -129,6 +178,24 @@ class HeuristicCounter:
                     costs[piece] = cost
             total += cost
         return math.ceil(total)
+
+    def piece_costs(self, text: str) -> PieceCosts | None:
+        """``text``'s piece costs (see ``PieceCosts``); None when it is empty or starts or ends with a space."""
+        if not text or text[0].isspace() or text[-1].isspace():
+            return None
+        costs = _PIECE_COSTS
+        out: list[float] = []
+        pieces = _PIECE_RE.findall(text)
+        for piece in pieces:
+            cost = costs.get(piece)
+            if cost is None:
+                cost = _piece_cost(piece)
+                if len(costs) < _PIECE_COSTS_MAX:
+                    costs[piece] = cost
+            out.append(cost)
+        last = pieces[-1] if pieces else ""
+        # pieces skip what no alternative matches (a lone "_"): the run must end the text
+        return PieceCosts(tuple(out), text.endswith(last) and _SYMBOL_RUN_RE.fullmatch(last) is not None)
 
 
 class BpeCounter:

@@ -32,6 +32,9 @@ def test_bench_daemon_small(tmp_path: Path) -> None:
     assert data["burst"]["all_searchable_s"] >= data["burst"]["all_listed_s"] > 0
     assert data["idle"]["rss_mb"] > 0 and data["idle"]["cpu_s"] >= 0
     assert data["query"]["engine_ms"]["n"] == data["query"]["n"]
+    stdio = data["mcp_stdio"]  # through ``ctxos mcp``: the stdio server an agent starts
+    assert "MCP stdio get_context" in run.stdout and stdio["calls"] == 18 * settings["stdio_rounds"]
+    assert 0 < stdio["engine_p50_ms"] < stdio["p50_ms"] <= stdio["p95_ms"] and not stdio["over_budget"]
     assert data["machine"]["cores"] >= 1
 
 

@@ -409,3 +409,27 @@ def test_queries_during_a_rebuild_see_the_whole_store(make_workspace):
         engine.close()
     assert not errors, errors
     assert sizes == {expected}
+
+
+def test_access_log_hands_a_due_batch_to_defer_and_stays_bounded(tmp_path):
+    """With ``defer`` (the daemon's worker) no query writes: the due batch is handed over once."""
+    from ctxos.services import access_log as access_log_module
+
+    log = AccessLog(tmp_path)
+    handed: list = []
+    log.defer = handed.append
+    log.open()
+    for i in range(access_log_module.FLUSH_EVERY + 3):
+        log.record(f"q{i}", "default", 1000, 100, [("a", "L1")])
+    assert len(handed) == 1  # handed once while it waits, not once per query
+    assert log.query_count(None) == access_log_module.FLUSH_EVERY + 3  # a reader writes what is pending first
+    handed[0]()  # the worker runs late: nothing left to write, and it may be handed again
+    for i in range(access_log_module.FLUSH_EVERY):
+        log.record(f"r{i}", "default", 1000, 100, [("a", "L1")])
+    assert len(handed) == 2
+    log.defer = lambda job: None  # a worker that never runs: the queries write once MAX_PENDING wait
+    for i in range(access_log_module.MAX_PENDING + 1):
+        log.record(f"s{i}", "default", 1000, 100, [("b", "L1")])
+    assert len(log._pending) < access_log_module.MAX_PENDING
+    assert log.frequency_counts()["b"] == access_log_module.MAX_PENDING + 1
+    log.close()

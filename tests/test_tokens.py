@@ -64,3 +64,36 @@ def test_heuristic_within_ten_percent_of_cl100k_on_shared_corpora(corpus):
     est = sum(heuristic.count(t) for t in texts)
     assert ref > 1000
     assert abs(est - ref) / ref < 0.10, (corpus, est, ref)
+
+
+def _paragraphs(limit_files: int = 600) -> list[str]:
+    """Stripped paragraphs of real markdown (the shared corpora), plus texts that end in tricky pieces."""
+    texts: list[str] = []
+    for path in sorted(SHARED_DATA.glob("**/*.md"))[:limit_files]:
+        for chunk in path.read_text(encoding="utf-8", errors="replace").split("\n\n"):
+            if chunk.strip():
+                texts.append(chunk.strip())
+    # a lone "_" is no piece at all; "'" and ")" are symbol runs that take the newlines after them
+    return texts + ["a.", "x'", "(b", "123", "--", "é", "## Rules", "_", "a_", "._", "x)", "'", "'s", "- x (y): z"]
+
+
+def test_join_count_equals_counting_the_joined_text():
+    """``join_count`` (the render path's whole-answer count from cached piece costs) is exactly ``count``."""
+    from ctxos.services.tokens import join_count
+
+    counter = HeuristicCounter()
+    texts = _paragraphs()
+    assert len(texts) > 1000
+    rng = random.Random(7)
+    for _ in range(4000):
+        parts = [
+            rng.choice(texts) if rng.random() < 0.8 else rng.choice(texts[-14:]) for _ in range(rng.randint(1, 12))
+        ]
+        joins = [rng.choice(("\n", "\n\n", "\n\n\n")) for _ in parts]
+        joined = parts[0] + "".join(j + p for j, p in zip(joins[1:], parts[1:], strict=True))
+        costs = [counter.piece_costs(p) for p in parts]
+        assert all(c is not None for c in costs)
+        chunks = [(c, len(j) if i else 0) for i, (c, j) in enumerate(zip(costs, joins, strict=True)) if c is not None]
+        assert join_count(chunks) == counter.count(joined), joined[:200]
+    for edge in ("", " leading", "trailing\n"):
+        assert counter.piece_costs(edge) is None  # such a text would merge with the newlines around it

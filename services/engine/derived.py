@@ -17,6 +17,7 @@ from ..graph import LinkGraph, build_graph
 from ..index import analyze, heading_text
 from ..model import Memory
 from ..render import catalog_line, memory_block
+from ..render_cache import RenderedBlock
 from ..semantic import PrototypeClassifier
 from .state import EngineState
 
@@ -209,3 +210,11 @@ class DerivedState(EngineState):
             value = self.counter.count(memory_block(memory, tier))
             self._token_cache[key] = value
         return value
+
+    def rendered_block(self, memory: Memory, tier: str) -> RenderedBlock:
+        """A memory's block at a tier (or ``render_cache.CATALOG``: its catalog line), text and piece costs.
+
+        From a bounded LRU of recently rendered blocks, so a query reads back and
+        tokenizes only the texts it did not render lately.
+        """
+        return self._block_cache.block(memory, tier, self.counter)

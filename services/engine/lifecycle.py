@@ -67,6 +67,7 @@ class Lifecycle(EngineState):
         summary = ChangeSummary(index_recovered=self.index.recovered)
         if self.access_log is None:
             self.access_log = AccessLog(self.state_dir, self.config.settings.access_log.frequency_window_days)
+        self.access_log.defer = self.access_log_defer
         self.access_log.open()
         try:
             if fresh:
@@ -193,6 +194,7 @@ class Lifecycle(EngineState):
             counter = default_counter()
         if getattr(counter, "name", None) != getattr(self.counter, "name", None):
             self._token_cache = {}
+            self._block_cache.clear()
         self.counter = counter
         if self.access_log is not None:
             self.access_log.window_days = self.config.settings.access_log.frequency_window_days

@@ -21,6 +21,7 @@ from ..graph import LinkGraph
 from ..index import MemoryIndex
 from ..model import InvalidFile, Memory
 from ..progress import Progress, ProgressCallback
+from ..render_cache import BlockCache
 from ..semantic import PrototypeClassifier, VectorIndex
 from ..signals import KeywordOverlapScorer, SemanticScorer
 from ..stop_flag import StopFlag
@@ -76,6 +77,7 @@ class EngineState:
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[tuple[str, str, str], int] = {}
+        self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
         self._heading_cache: dict[tuple[str, str], frozenset[str]] = {}
         self._loaded = False
         # (id, version) -> checksum of every version this engine served (get_memory,
@@ -98,6 +100,9 @@ class EngineState:
         # How Leiden runs (services/communities.Detector): None = in this process; the daemon
         # passes one that uses a child process for large graphs (leidenalg holds the interpreter lock).
         self.community_detector: Detector | None = None
+        # How the access log writes a due batch (AccessLog.defer): None = by the query; the daemon
+        # passes one that runs it on a worker thread, so no get_context waits for SQLite.
+        self.access_log_defer: Callable[[Callable[[], None]], None] | None = None
 
     def _set_progress(self, progress: Progress | None) -> None:
         self.progress = progress

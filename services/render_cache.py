@@ -1,0 +1,86 @@
+"""Rendered memory blocks kept between queries, so a query re-renders only what it has not shown lately.
+
+A query at 10,000 memories renders ~100 blocks; re-reading each one's text
+(``services/tier_source.py``: a file read, a checksum and a tier split) and
+re-counting it was a third of the query's CPU (docs/engine.md, "Start and
+latency"). This cache keeps, per (memory id, checksum, tier), the block's text
+and its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
+counts the whole answer without re-tokenizing it.
+
+Bounded by an estimate of its bytes (``max_bytes``), least recently used out
+first. A memory whose file changes gets a new checksum, hence a new key; its
+old blocks age out. One lock: queries may run on several threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+from .model import Memory
+from .render import catalog_line, memory_block
+from .tokens import JoinableCounter, PieceCosts, TokenCounter
+
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
+_ENTRY_OVERHEAD = 300  # key tuple, the entry tuple, the str and tuple headers, the dict slot (measured ~280)
+
+
+class RenderedBlock(NamedTuple):
+    """A memory's block at a tier: its text and piece costs (None when the counter cannot join counts)."""
+
+    text: str
+    costs: PieceCosts | None
+
+
+class BlockCache:
+    """Least recently used rendered blocks, bounded by their estimated size in bytes."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._blocks: OrderedDict[tuple[str, str, str], RenderedBlock] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def block(self, memory: Memory, tier: str, counter: TokenCounter) -> RenderedBlock:
+        """``memory`` rendered at ``tier`` (``render.memory_block``; ``CATALOG``: its catalog line), cached."""
+        key = (memory.id, memory.checksum, tier)
+        with self._lock:
+            found = self._blocks.get(key)
+            if found is not None:
+                self._blocks.move_to_end(key)
+                self.hits += 1
+                return found
+            self.misses += 1
+        text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
+        costs = counter.piece_costs(text) if isinstance(counter, JoinableCounter) else None
+        block = RenderedBlock(text, costs)
+        with self._lock:
+            if key not in self._blocks:
+                self._blocks[key] = block
+                self._size += _size_of(block)
+                while self._size > self.max_bytes and len(self._blocks) > 1:
+                    _, old = self._blocks.popitem(last=False)
+                    self._size -= _size_of(old)
+        return block
+
+    def clear(self) -> None:
+        """Forget every block (the token counter changed)."""
+        with self._lock:
+            self._blocks.clear()
+            self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    @property
+    def size_bytes(self) -> int:
+        """The estimated bytes held."""
+        return self._size
+
+
+def _size_of(block: RenderedBlock) -> int:
+    return len(block.text) + (8 * len(block.costs.costs) if block.costs is not None else 0) + _ENTRY_OVERHEAD
