@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import time
 
@@ -39,6 +40,30 @@ COLD_FIRST_CHUNK = 500
 COLD_MAX_CHUNK = 4_000
 
 
+class PausedCollector:
+    """The cyclic garbage collector off from construction until ``resume`` (idempotent).
+
+    A warm load builds the whole store at once (100,000 memories: millions of
+    objects read back from the parse cache and the index), and CPython runs a
+    full collection each time the long-lived heap has grown by a quarter: about
+    thirty passes over an ever larger heap, for the little cyclic garbage a load
+    makes. Measured at 100,000 memories (loaded machine): warm ``Engine.load``
+    16.9 s with the collector on, 7.1 s with it off. Reference counting still
+    frees everything else meanwhile; the collector's previous state is restored.
+    """
+
+    def __init__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        self._paused = True
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            if self._was_enabled:
+                gc.enable()
+
+
 class Lifecycle(EngineState):
     """Load, reload the config, rebuild and close (the parts that replace the store whole)."""
 
@@ -63,7 +88,10 @@ class Lifecycle(EngineState):
             )
         if self.index is None:
             self.index = MemoryIndex(self.state_dir / "index")
+        collector = PausedCollector()
         fresh = self.index.open()
+        if fresh:
+            collector.resume()  # a cold build runs for minutes beside queries: collect as usual
         summary = ChangeSummary(index_recovered=self.index.recovered)
         if self.access_log is None:
             self.access_log = AccessLog(self.state_dir, self.config.settings.access_log.frequency_window_days)
@@ -96,6 +124,7 @@ class Lifecycle(EngineState):
                 items, self._parse_cache_due = self._parse_cache_due, None
                 parse_cache.save(self._require_state_dir(), parse_cache.fingerprint(self.config.data), items)
         finally:
+            collector.resume()
             self._set_progress(None)
         self._loaded = True
         return summary
@@ -108,7 +137,7 @@ class Lifecycle(EngineState):
         """
         state = self._require_state_dir()
         fp = parse_cache.fingerprint(self.config.data)
-        cached = parse_cache.load(state, fp)
+        cached = parse_cache.load(state, fp, self.root)
         root = self.root
 
         def reuse(rel: str) -> Memory | None:
