@@ -190,7 +190,7 @@ async def load_workspace(
     engine.on_progress = ctx.on_engine_progress
     pool = parse_pool()
     if pool is not None:
-        engine.parse_map = pooled_map(pool, engine.stop_flag.check)
+        engine.build_map = pooled_map(pool, engine.stop_flag.check)
     try:
         summary = await ctx.run_write(engine.load)
     except Cancelled:  # SIGTERM during the load: the next start goes on from what was indexed
@@ -206,7 +206,7 @@ async def load_workspace(
             stop.set()
         return
     finally:
-        engine.parse_map = map
+        engine.build_map = map
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         malloc_tune.trim()

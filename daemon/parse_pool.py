@@ -1,10 +1,12 @@
-"""A parser process for cold builds: files are parsed on another core while the engine indexes.
+"""Builder processes for cold builds and rebuilds: chunks are parsed, indexed and embedded on both cores.
 
-``Engine.parse_map`` is ``map`` by default (the engine has no threads or
+``Engine.build_map`` is ``map`` by default (the engine has no threads or
 processes of its own); the daemon hands it :func:`pooled_map` for the initial
-load. The first chunk is parsed here at once (the worker process takes a
-moment to start), the rest by the worker, in order, while this process
-indexes; if the worker breaks, the remaining chunks are parsed here.
+load and for ``reindex``. Every chunk runs in a builder
+(``services/index_build.py``), none in the daemon: the daemon only commits
+the finished segments and copies the released memories and embedding rows,
+so the text analysis and the model's work never touch its heap. If the
+builders break, the remaining chunks run here.
 """
 
 from __future__ import annotations
@@ -22,22 +24,25 @@ from ctxos.services.stop_flag import Check, never
 
 log = logging.getLogger(__name__)
 
-WAIT_CHECK_S = 0.1  # how often a wait for the parser process looks at the stop flag
+WAIT_CHECK_S = 0.1  # how often a wait for a builder process looks at the stop flag
 
 T = TypeVar("T")
 R = TypeVar("R")
 
+BUILDERS = 2  # the daemon's own thread mostly waits meanwhile; more processes than cores only add switching
+
 
 def parse_pool() -> ProcessPoolExecutor | None:
-    """One parser process, or None with a single core.
+    """Builder processes (one per core, at most ``BUILDERS``), or None with a single core.
 
     ``forkserver``: the daemon has threads, and forking a threaded process can
-    copy a lock held mid-operation. The worker starts on first use, so a warm
+    copy a lock held mid-operation. The workers start on first use, so a warm
     start (no cold build) costs nothing.
     """
-    if (os.cpu_count() or 1) < 2:
+    cores = os.cpu_count() or 1
+    if cores < 2:
         return None
-    return ProcessPoolExecutor(max_workers=1, mp_context=process_context())
+    return ProcessPoolExecutor(max_workers=min(BUILDERS, cores), mp_context=process_context())
 
 
 def process_context() -> ForkServerContext | SpawnContext:
@@ -51,10 +56,10 @@ def process_context() -> ForkServerContext | SpawnContext:
 def pooled_map(
     pool: ProcessPoolExecutor, check: Check = never
 ) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
-    """A ``map`` whose first item runs here and the rest in ``pool`` (results in order).
+    """A ``map`` that runs every item in ``pool`` (results in order); here only if the pool breaks.
 
-    While it waits for the worker it calls ``check`` every ``WAIT_CHECK_S`` (the
-    engine's stop flag: a SIGTERM mid-build does not wait for the next chunk's parse).
+    While it waits for a builder it calls ``check`` every ``WAIT_CHECK_S`` (the
+    engine's stop flag: a SIGTERM mid-build does not wait for the next chunk).
     """
 
     def run(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
@@ -62,28 +67,24 @@ def pooled_map(
         if not items:
             return
         try:
-            rest: list[Future[R]] = [pool.submit(fn, item) for item in items[1:]]
+            pending: list[Future[R]] = [pool.submit(fn, item) for item in items]
         except (BrokenProcessPool, OSError, RuntimeError) as exc:
-            log.warning("parser process unavailable (%s); parsing here", exc)
-            rest = []
-            items_here = items
-        else:
-            items_here = items[:1]
-        for item in items_here:
-            yield fn(item)
-        done = len(items_here)
+            log.warning("builder processes unavailable (%s); building here", exc)
+            pending = []
+        done = 0
         try:
-            for future in rest:
+            for future in pending:
                 while not wait([future], timeout=WAIT_CHECK_S).done:
                     check()
                 yield future.result()
                 done += 1
         except (BrokenProcessPool, OSError) as exc:
-            log.warning("parser process failed (%s); parsing the remaining %d chunk(s) here", exc, len(items) - done)
-            for item in items[done:]:
-                yield fn(item)
+            log.warning("builder process failed (%s); building the remaining %d chunk(s) here", exc, len(items) - done)
         finally:
-            for future in rest[done - len(items_here) :]:
-                future.cancel()  # stopped (or failed): chunks not started yet are not parsed
+            for future in pending[done:]:
+                future.cancel()  # stopped (or failed): chunks not started yet are not built
+        for item in items[done:]:
+            check()
+            yield fn(item)
 
     return run

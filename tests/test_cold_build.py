@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +19,9 @@ from ctxos.client.commands.daemon_cmds import format_status
 from ctxos.client.progress import ProgressDisplay
 from ctxos.services.engine import Engine
 from ctxos.services.engine import lifecycle as engine_lifecycle
+from ctxos.services.index import analyze, index_tokens
+from ctxos.services.index_build import STAGING_FOLDER
+from ctxos.services.semantic.vectors import CACHE_FOLDER
 from daemon_helpers import memory_text, start_daemon
 
 
@@ -71,10 +75,11 @@ def test_parsing_in_a_parser_process_gives_the_same_store(make_workspace) -> Non
     serial = Engine(root)
     serial.load()
     (root / ".ctxos" / "index").rename(root / ".ctxos" / "index-serial")
+    shutil.rmtree(serial.state_dir / CACHE_FOLDER)  # the builders embed, not the cache
     pool = parse_pool()
     assert pool is not None, "needs two cores"
     pooled = Engine(root)
-    pooled.parse_map = pooled_map(pool)
+    pooled.build_map = pooled_map(pool)
     try:
         pooled.load()
         assert {m.rel_path: m.checksum for m in pooled.list_memories()} == {
@@ -83,10 +88,41 @@ def test_parsing_in_a_parser_process_gives_the_same_store(make_workspace) -> Non
         assert [f.rel_path for f in pooled.invalid_files()] == [f.rel_path for f in serial.invalid_files()]
         # the first path in sorted order keeps the id, as in a full scan
         assert {"05-resources/note-00003.md", "05-resources/broken.md"} <= {f.rel_path for f in pooled.invalid_files()}
+        # The builders indexed and embedded: the index holds exactly the served files (not the
+        # shadowed duplicate), the rows came from the builders, the text was released there.
+        assert pooled.index.checksums() == serial.index.checksums()
+        assert pooled.vectors.embedded == len(pooled.store) and pooled.vectors.name == serial.vectors.name
+        assert all(m.released for m in pooled.list_memories())
+        assert not (root / ".ctxos" / STAGING_FOLDER).exists()
+        for query in ("w7", "topic3 note", "note 119"):
+            assert [(h.id, round(h.score, 9)) for h in pooled.index.search([(query, 1.0)], 20)] == [
+                (h.id, round(h.score, 9)) for h in serial.index.search([(query, 1.0)], 20)
+            ]
+            assert pooled.execute_context_query(query, 4000, record_access=False).rendered == (
+                serial.execute_context_query(query, 4000, record_access=False).rendered
+            )
+        # A rebuild (ctxos reindex) goes through the builders too and replaces every segment.
+        pooled.rebuild_index()
+        assert pooled.index.checksums() == serial.index.checksums()
+        assert pooled.index.info()["segments"] == len(engine_lifecycle.cold_chunks([f"{i}" for i in range(122)]))
+        assert "note-00007" in {h.id for h in pooled.index.search([("w7", 1.0)], 5)}
     finally:
         pool.shutdown()
         serial.close()
         pooled.close()
+
+
+def test_index_tokens_are_the_analyzers_tokens() -> None:
+    """The builders' one-loop analysis gives exactly Whoosh's StemmingAnalyzer tokens."""
+    texts = [
+        "Running runners ran; the quick brown foxes jumped over lazy dogs.",
+        "İstanbul ÇAĞ straße ǅemal ﬁle x.y.z a.b. *foo* f**k 3.14 x_y __init__ ΣΊΣΥΦΟΣ ǈ",
+        "git commit --amend -m 'message' && docker-compose up -d; a I to of 1 22",
+        "",
+        "Ünïcödé wörds, e-mail@example.com http://example.org/path?q=1#frag 10.0.0.1",
+    ]
+    for text in texts:
+        assert index_tokens(text) == analyze(text), text
 
 
 def test_plain_progress_lines_when_not_a_terminal() -> None:

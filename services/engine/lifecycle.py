@@ -11,22 +11,25 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
+import shutil
 import time
+
+import numpy as np
 
 from .. import parse_cache, writes
 from ..access_log import AccessLog
 from ..config import Config, load_config
-from ..index import MemoryIndex
+from ..index import MemoryIndex, StagedSegment
+from ..index_build import STAGING_FOLDER, ChunkBuilder
 from ..model import InvalidFile, Memory
 from ..progress import EMBEDDING, INDEXING, READING, WRITING, Progress
-from ..semantic import EmbeddingScorer, ModelError, VectorIndex, load_model
+from ..semantic import WORDLLAMA, EmbeddingScorer, ModelError, VectorIndex, load_model
 from ..signals import KeywordOverlapScorer
 from ..store import MemoryStore
 from ..tokens import default_counter, get_counter
-from ..workspace import iter_memory_paths, load_memories, scan_workspace, state_dir
+from ..workspace import iter_memory_paths, scan_workspace, state_dir
 from ..write_gate import remove_orphan_temps
 from .state import EngineState
 from .summary import ChangeSummary
@@ -34,10 +37,11 @@ from .summary import ChangeSummary
 log = logging.getLogger(__name__)
 
 # A cold build reads and indexes in chunks, committing each, so queries find the files
-# indexed so far: a small first chunk (answers within a second or two), then doubling
-# (few segments: 500, 1,000, 2,000, 4,000, 4,000 ... at 10,000 memories).
+# indexed so far: a small first chunk (answers within a second or two), then an even number
+# of equal chunks for two builder processes (cold_chunks: 500 + 4 x 2,375 at 10,000 memories).
 COLD_FIRST_CHUNK = 500
-COLD_MAX_CHUNK = 4_000
+COLD_MAX_CHUNK = 2_500
+COLD_MAX_REST_CHUNKS = 6
 
 
 class PausedCollector:
@@ -98,8 +102,9 @@ class Lifecycle(EngineState):
         self.access_log.defer = self.access_log_defer
         self.access_log.open()
         try:
+            rows: dict[str, np.ndarray] = {}
             if fresh:
-                self._cold_build(summary)
+                rows = self._cold_build(summary)
             else:
                 self.store = MemoryStore.from_items(self._scan_reusing_cache())
                 self._bump()
@@ -118,7 +123,7 @@ class Lifecycle(EngineState):
                         started=current.started if current else time.time(),
                     )
                 )
-                self.vectors.sync(list(self.store.memories.values()))
+                self._sync_vectors(rows)
             self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
             if self._parse_cache_due is not None:
                 items, self._parse_cache_due = self._parse_cache_due, None
@@ -151,25 +156,30 @@ class Lifecycle(EngineState):
         self.parse_cache_hits = sum(1 for m in items if isinstance(m, Memory)) - fresh
         return items
 
-    def _cold_build(self, summary: ChangeSummary) -> None:
-        """No usable index: read and index the files in growing chunks, one commit each.
+    def _builder(self) -> ChunkBuilder:
+        """What every chunk of a cold build or rebuild shares; the staging folder is emptied first."""
+        staging = self._require_state_dir() / STAGING_FOLDER
+        shutil.rmtree(staging, ignore_errors=True)  # segments a killed build left behind
+        setting = self.config.settings.semantic.model.strip() or WORDLLAMA
+        # Only the packaged model is loaded in builders: a local fastembed / sentence-transformers
+        # model would load once per builder (hundreds of MB each), so the engine embeds with it.
+        return ChunkBuilder(self.root, self.config, staging, setting if setting.lower() == WORDLLAMA else None)
 
-        Queries may run once the first chunk is committed (``_loaded`` is set
-        then, and ``Progress.partial`` tells the owner): they see the memories
-        indexed so far, and the store holds exactly those. Files are parsed by
-        ``parse_map`` (a process pool in the daemon: the next chunk is parsed
-        while this one is indexed) and put in the store in path order, so
-        duplicate ids resolve as in a full scan.
+    def _cold_build(self, summary: ChangeSummary) -> dict[str, np.ndarray]:
+        """No usable index: build it in chunks, one commit each; returns the builders' embedding rows.
+
+        Each chunk is parsed, indexed into its own segment and embedded by
+        ``build_map`` (the daemon's builder processes; ``map`` in process, see
+        ``services/index_build.py``); here it is committed, and its memories,
+        their text already released, join the store in path order (duplicate
+        ids resolve as in a full scan). Queries may run once the first chunk
+        is committed (``_loaded`` is set then, and ``Progress.partial`` tells
+        the owner): they see the memories indexed so far, and the store holds
+        exactly those.
         """
         problems: list[InvalidFile] = []
         paths = list(iter_memory_paths(self.root, problems))
         total = len(paths)
-        chunks: list[list[str]] = []
-        size, at = COLD_FIRST_CHUNK, 0
-        while at < total:
-            chunks.append(paths[at : at + size])
-            at += size
-            size = min(COLD_MAX_CHUNK, size * 2)
         index = self._require_index()
         store = MemoryStore()
         self.store = store
@@ -177,28 +187,45 @@ class Lifecycle(EngineState):
         started = Progress("cold build", INDEXING, 0, total)
         self._set_progress(started)
         done = 0
-        parse = functools.partial(load_memories, self.root, config=self.config)
         parsed: list[Memory | InvalidFile] = []
-        for chunk, items in zip(chunks, self.parse_map(parse, chunks)):
-            parsed += items
-            changed = store.add_items(items)
-            in_chunk = set(chunk)
-            fresh = [store.by_path[p] for p in chunk if p in store.by_path]
-            index.extend(fresh, self._reporter("cold build", INDEXING, total, done, partial=done > 0))
-            # Files of earlier chunks renamed by this one (a second Templates.md qualifies both names).
-            renamed = [m for m in map(store.get, changed) if m is not None and m.rel_path not in in_chunk]
-            if renamed:
-                index.update(renamed)
-            done += len(chunk)
-            self._bump()
-            self._loaded = True  # from the first committed chunk on, queries may run
-            self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
-            self.stop_flag.check()  # a committed chunk: stop here rather than wait for the next parse
+        rows: dict[str, np.ndarray] = {}
+        builder = self._builder()
+        try:
+            for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
+                parsed += built.items
+                changed = store.add_items(built.items)
+                if built.segment is not None:
+                    index.add_segments([built.segment])
+                    self._follow_store(built.segment.indexed, changed)
+                rows.update(built.embeddings())
+                self._built_model = built.model or self._built_model
+                done += len(chunk)
+                self._bump()
+                self._loaded = True  # from the first committed chunk on, queries may run
+                self._set_progress(Progress("cold build", INDEXING, done, total, partial=True, started=started.started))
+                self.stop_flag.check()  # a committed chunk: stop here rather than wait for the next build
+        finally:
+            shutil.rmtree(builder.staging, ignore_errors=True)
         store.add_items(problems)
         self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
         self._parse_cache_due = parsed
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
+        return rows
+
+    def _follow_store(self, indexed: dict[str, tuple[str, str]], changed: list[str]) -> None:
+        """After a chunk's segment is committed: index what the store made of it, if that differs.
+
+        A builder indexes each file under the id it parsed; the store may
+        qualify it (a second ``Templates.md``), rename a file of an earlier
+        chunk, or not serve it (a duplicate id). Rare, and cheap when nothing
+        differs (dict lookups).
+        """
+        store, index = self.store, self._require_index()
+        fix = [m for m in map(store.get, changed) if m is not None and not index.is_current(m)]
+        gone = [path for path in indexed if path not in store.by_path]
+        if fix or gone:
+            index.update(fix, gone)
 
     def reload_config(self) -> None:
         """Re-read ``_config.yaml`` (the counter and weights take effect on the next query)."""
@@ -274,22 +301,43 @@ class Lifecycle(EngineState):
             self.access_log.close()
 
     def rebuild_index(self) -> ChangeSummary:
-        """Rescan every file and rebuild the index from scratch (one commit)."""
+        """Rescan every file and rebuild the index from scratch (one commit replaces every segment).
+
+        The chunks are built like a cold build's (``build_map``); the new store
+        is swapped in whole and the new segments replace the old ones in one
+        commit, so readers never see a half-filled store or index.
+        """
         self._require_loaded()
+        builder = self._builder()
         try:
-            store = MemoryStore.from_items(scan_workspace(self.root, self.config, self._reporter("reindex", READING)))
+            problems: list[InvalidFile] = []
+            paths = list(iter_memory_paths(self.root, problems))
+            total = len(paths)
+            started = Progress("reindex", READING, 0, total)
+            self._set_progress(started)
+            items: list[Memory | InvalidFile] = []
+            staged: list[StagedSegment] = []
+            rows: dict[str, np.ndarray] = {}
+            done = 0
+            for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
+                items += built.items
+                if built.segment is not None:
+                    staged.append(built.segment)
+                rows.update(built.embeddings())
+                self._built_model = built.model or self._built_model
+                done += len(chunk)
+                self._set_progress(Progress("reindex", INDEXING, done, total, started=started.started))
+            self._set_progress(Progress("reindex", WRITING, total, total, started=started.started))
+            store = MemoryStore.from_items([*items, *problems])
             self.store = store  # swapped whole: readers never see a half-filled store
             self._bump()
-            total = len(store.memories)
-            self._require_index().rebuild(
-                list(store.memories.values()),
-                self._reporter("reindex", INDEXING, total),
-                lambda: self._reporter("reindex", WRITING, total)(total),
-            )
-            if self.vectors is not None:
-                self.vectors.sync(list(store.memories.values()))
+            index = self._require_index()
+            index.add_segments(staged, replace=True)
+            self._sync_index(ChangeSummary())  # ids the store qualified, duplicates it does not serve
+            self._sync_vectors(rows)
             store.compact()
         finally:
+            shutil.rmtree(builder.staging, ignore_errors=True)
             self._set_progress(None)
         self._bump()
         return ChangeSummary(
@@ -297,3 +345,30 @@ class Lifecycle(EngineState):
             invalid=self.store.invalid_files(),
             paths=sorted(m.rel_path for m in self.store.memories.values()),
         )
+
+    def _sync_vectors(self, rows: dict[str, np.ndarray]) -> None:
+        """Embeddings for the whole store: the builders' rows when they used this model, the rest here."""
+        if self.vectors is None:
+            return
+        computed = rows if rows and self._built_model == self.vectors.model.name else None
+        self._built_model = None
+        self.vectors.sync(list(self.store.memories.values()), computed=computed)
+
+
+def cold_chunks(paths: list[str]) -> list[list[str]]:
+    """Chunks of a cold build: ``COLD_FIRST_CHUNK`` first (answers soon), then an even number of equal chunks.
+
+    An even number of at most ``COLD_MAX_CHUNK`` files each (two builder
+    processes finish together), and never more than ``COLD_MAX_REST_CHUNKS``:
+    each chunk is a segment, and the first save after a build merges small
+    segments once ``index.MAX_SEGMENTS`` pile up.
+    """
+    first = paths[:COLD_FIRST_CHUNK]
+    rest = paths[COLD_FIRST_CHUNK:]
+    out = [first] if first else []
+    if rest:
+        count = min(COLD_MAX_REST_CHUNKS, -(-len(rest) // COLD_MAX_CHUNK))
+        count += count % 2
+        size = -(-len(rest) // count)
+        out += [rest[at : at + size] for at in range(0, len(rest), size)]
+    return out

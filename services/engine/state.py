@@ -19,6 +19,7 @@ from ..access_log import AccessLog
 from ..config import Config
 from ..graph import LinkGraph
 from ..index import MemoryIndex
+from ..index_build import BuiltChunk, ChunkBuilder
 from ..model import InvalidFile, Memory
 from ..progress import Progress, ProgressCallback
 from ..render_cache import BlockCache
@@ -94,9 +95,11 @@ class EngineState:
         self.on_progress: ProgressCallback | None = None
         self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
         self._parse_cache_due: list[Memory | InvalidFile] | None = None  # a scan load() writes to the cache
-        # How a cold build parses chunks of files: ``map`` here; the daemon and the CLI pass a
-        # process pool's ``map`` so parsing runs on another core while this thread indexes.
-        self.parse_map: Callable[..., Iterable[list[Memory | InvalidFile]]] = map
+        # How a cold build or rebuild builds its chunks (services/index_build.py: parse, index into
+        # a segment, embed): ``map`` here, in this process; the daemon passes a pool of builder
+        # processes' ``map``, so the work runs on both cores and outside the daemon's heap.
+        self.build_map: Callable[[ChunkBuilder, Iterable[list[str]]], Iterable[BuiltChunk]] = map
+        self._built_model: str | None = None  # the model that computed the last build's embedding rows
         # How Leiden runs (services/communities.Detector): None = in this process; the daemon
         # passes one that uses a child process for large graphs (leidenalg holds the interpreter lock).
         self.community_detector: Detector | None = None

@@ -186,13 +186,25 @@ class VectorIndex:
             log.warning("could not write the embedding cache %s: %s", paths[0], exc)
 
     # --- keeping rows in step with the store ------------------------------------
-    def sync(self, memories: Iterable[Memory]) -> int:
-        """Make the rows match exactly ``memories`` (load); returns how many were embedded."""
+    def sync(self, memories: Iterable[Memory], computed: dict[str, np.ndarray] | None = None) -> int:
+        """Make the rows match exactly ``memories`` (load); returns how many were embedded here.
+
+        ``computed`` (checksum -> row) are rows a cold build's builder processes
+        embedded with this model (``services/index_build.py``): used like cache
+        hits, and the cache file is written with them.
+        """
         memories = list(memories)
         cached = self._read_cache() if not self._state[2] else {}
+        fresh: set[str] = set()
+        if computed:
+            fresh = computed.keys() - cached.keys()
+            cached = {**cached, **computed}
+            self._dirty += len(fresh)  # not on disk yet: the save after this sync writes them
         keep = {m.id for m in memories}
         gone = [mid for mid in self._state[2] if mid not in keep]
-        return self._apply(memories, gone, cached, save=True)
+        embedded = self._apply(memories, gone, cached, save=True)
+        self.embedded += sum(1 for m in memories if m.checksum in fresh)  # computed for this load, elsewhere
+        return embedded
 
     def update(self, memories: Sequence[Memory], removed_ids: Sequence[str]) -> int:
         """Re-embed changed memories and drop removed ids (apply_changes); returns how many were embedded.
