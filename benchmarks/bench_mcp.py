@@ -176,6 +176,8 @@ def bench_stdio(
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/tmp"),
     }
+    if "PYTHONPATH" in os.environ:  # an A/B run of another checkout (docs/engine.md, "Start and latency")
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     params = StdioServerParameters(command=_ctxos(), args=["--workspace", str(root), "mcp", "--no-start"], env=env)
     return asyncio.run(_bench_mcp_client("stdio", params, rounds, queries, budget))
 

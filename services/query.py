@@ -354,7 +354,7 @@ def _selected(cand: Candidate, tier: str, tokens: int) -> SelectedMemory:
         tokens=tokens,
         score=cand.score,
         signals=dict(cand.signals),
-        shares=dict(cand.shares),
+        shares=cand.shares,  # a new dict per call
         reason=cand.reason,
         workspace=cand.workspace,
         sources=sorted(cand.sources),

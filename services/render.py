@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .model import Memory
-from .tokens import JoinableCounter, PieceCosts, TokenCounter, join_count
+from .tokens import JoinableCounter, PieceCosts, TokenCounter, is_joinable, join_count
 
 SECTION_RULES = "## Rules"
 SECTION_MEMORIES = "## Memories"
@@ -141,7 +141,7 @@ def finalize(parts: list[Part], counter: TokenCounter, budget: int) -> tuple[str
     kept = list(parts)
     if budget <= 0:
         return "", 0, []
-    joinable = counter if isinstance(counter, JoinableCounter) and _with_costs(kept, counter) else None
+    joinable = counter if is_joinable(counter) and _with_costs(kept, counter) else None
     while True:
         if joinable is not None:
             tokens = assembled_count(kept, joinable)

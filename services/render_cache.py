@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from .model import Memory
 from .render import catalog_line, memory_block
-from .tokens import JoinableCounter, PieceCosts, TokenCounter
+from .tokens import PieceCosts, TokenCounter, is_joinable
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
@@ -56,7 +56,7 @@ class BlockCache:
                 return found
             self.misses += 1
         text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
-        costs = counter.piece_costs(text) if isinstance(counter, JoinableCounter) else None
+        costs = counter.piece_costs(text) if is_joinable(counter) else None
         block = RenderedBlock(text, costs)
         with self._lock:
             if key not in self._blocks:
