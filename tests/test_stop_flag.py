@@ -16,6 +16,7 @@ import pytest
 from ctxos.daemon.leiden_process import IsolatedDetector
 from ctxos.services.engine import Engine
 from ctxos.services.governance import governance_report
+from ctxos.services.graph import build_graph
 from ctxos.services.semantic import VectorIndex
 from ctxos.services.similarity import similarity_join
 from ctxos.services.stop_flag import Cancelled, StopFlag, checked
@@ -54,6 +55,21 @@ def test_similarity_join_stops_when_asked_and_is_unchanged_otherwise() -> None:
     with pytest.raises(Cancelled):
         similarity_join(sets, 0.5, check=stop_on_third)
     assert len(calls) == 3  # checked every 1,024 sets: the third check is at set 2,048 of 5,000
+
+
+def test_link_graph_build_stops_when_asked(make_workspace) -> None:
+    root = make_workspace(_files(300))
+    engine = Engine(root)
+    engine.load()
+    try:
+        memories = list(engine.store.memories.values())
+        assert len(build_graph(memories, engine.store.resolve_link).nodes) == 300
+        flag = StopFlag()
+        flag.stop()
+        with pytest.raises(Cancelled):
+            build_graph(memories, engine.store.resolve_link, check=flag.check)
+    finally:
+        engine.close()
 
 
 def test_governance_report_stops_with_the_engine_flag(make_workspace) -> None:

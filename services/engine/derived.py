@@ -79,7 +79,12 @@ class DerivedState(EngineState):
             if cached is not None and cached[0] == generation:
                 return cached[1]
             min_shared = self.config.settings.graph.implicit_edge_min_shared_tags
-            graph = build_graph(list(self.store.memories.values()), self.store.resolve_link, min_shared_tags=min_shared)
+            graph = build_graph(
+                list(self.store.memories.values()),
+                self.store.resolve_link,
+                min_shared_tags=min_shared,
+                check=self.stop_flag.check,
+            )
             self._graph = (generation, graph)
         if self.allow_stale_graph and self._community_override is None:
             self._load_communities()
