@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import re
 import time
 import weakref
@@ -285,12 +286,36 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
 NAME_TERMS = 3  # terms in a community's name
 TOP_MEMBERS = 5
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
-_NAMES_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], list[dict[str, Any]]]] = (
-    weakref.WeakKeyDictionary()
-)  # per engine: (map fingerprint, store generation) -> names
+# Per engine: (map fingerprint, store generation) -> the names, pickled. One bytes object
+# (~0.4 MB at 10,000 memories; read back in ~5 ms by the router and simulate) instead of
+# ~27,000 small objects: made amid the naming pass's temporaries, those kept ~8 MiB of
+# the interpreter's arenas from being returned after the pass (RSS, issue 16).
+_NAMES_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], bytes]] = weakref.WeakKeyDictionary()
 
 
-def _terms(memory: Any) -> list[tuple[str, str, float]]:
+def _naming_stemmer() -> Callable[[str], list[str]]:
+    """The index's analysis of one word, memoised for one naming pass only.
+
+    Not ``index.analyze``: its analyzer keeps every stem in Whoosh's process-wide
+    cache, and a naming pass over 10,000 memories put ~12,000 long-lived entries
+    in between its own temporary dicts, so the freed heap could not be given back
+    (RSS +10 MiB at 10,000 after ``malloc_trim``; issue 16). This memo dies with the pass.
+    """
+    from whoosh.analysis import StemmingAnalyzer
+
+    analyzer = StemmingAnalyzer(cachesize=0)  # the index's analyzer (index._ANALYZER) without its cache
+    memo: dict[str, list[str]] = {}
+
+    def stems(word: str) -> list[str]:
+        found = memo.get(word)
+        if found is None:
+            found = memo[word] = [token.text for token in analyzer(word)]
+        return found
+
+    return stems
+
+
+def _terms(memory: Any, stems_of: Callable[[str], list[str]] | None = None) -> list[tuple[str, str, float]]:
     """(stem, surface form, weight): tags count 2, title and folder words 1, l0 words 0.5.
 
     Folders are included because vaults that use no tags (Obsidian's own help) file
@@ -298,13 +323,15 @@ def _terms(memory: Any) -> list[tuple[str, str, float]]:
     """
     from .index import analyze
 
+    stem_fn = stems_of if stems_of is not None else analyze
+
     out: list[tuple[str, str, float]] = []
 
     def add(text: str, weight: float) -> None:
         for word in _WORD_RE.findall(text):
             if len(word) < 3 or word.lower() in _NAME_STOP:
                 continue
-            stems = analyze(word)
+            stems = stem_fn(word)
             if stems:
                 out.append((stems[0], word.lower(), weight))
 
@@ -346,10 +373,11 @@ def name_communities(
     tf: dict[int, dict[str, float]] = {}
     surface: dict[str, dict[str, float]] = {}
     total: dict[str, float] = {}
+    stems_of = _naming_stemmer()
     for number, members in by_community.items():
         counts: dict[str, float] = {}
         for memory in members:
-            for stem, word, weight in _terms(memory):
+            for stem, word, weight in _terms(memory, stems_of):
                 counts[stem] = counts.get(stem, 0.0) + weight
                 forms = surface.setdefault(stem, {})
                 forms[word] = forms.get(word, 0.0) + weight
@@ -394,11 +422,11 @@ def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[
     key = (cmap.fingerprint, getattr(engine, "generation", None))
     entry = _NAMES_CACHE.get(engine)
     if entry is not None and entry[0] == key:
-        return entry[1]
+        return list(pickle.loads(entry[1]))
     graph = engine.graph(stale_ok=True) if _takes_stale_ok(engine) else engine.graph()
     named = name_communities(list(engine.store.memories.values()), cmap.communities, graph.authority)
     try:
-        _NAMES_CACHE[engine] = (key, named)
+        _NAMES_CACHE[engine] = (key, pickle.dumps(named, protocol=pickle.HIGHEST_PROTOCOL))
     except TypeError:  # an engine stand-in that cannot be weakly referenced: no cache
         pass
     return named

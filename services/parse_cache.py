@@ -41,7 +41,9 @@ from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # 2: memories are kept released (no tiers or frontmatter dict); 3: no absolute path pickled
+FORMAT = (
+    4  # 2: memories are kept released (no tiers or frontmatter dict); 3: no absolute path pickled; 4: slotted Memory
+)
 CACHE_FILENAME = "parsed-memories.cache"
 KEY_FILENAME = "cache-key"
 _MAC_BYTES = 32
@@ -123,7 +125,7 @@ def load(state: Path, fp: str, root: Path) -> dict[str, Memory]:
         for rel_path, fields in entries:
             memory = new(Memory)
             fields["path"] = root / rel_path
-            memory.__dict__ = fields
+            memory.__setstate__(fields)
             found[rel_path] = memory
     except (TypeError, ValueError) as exc:  # signed by us, so only a bug gets here: a full parse
         log.warning("parse cache malformed (%s): full parse", exc)
@@ -150,7 +152,7 @@ def save(state: Path, fp: str, memories: Iterable[Memory | InvalidFile]) -> bool
 
 def _fields_without_path(memory: Memory) -> dict[str, Any]:
     """The memory's attributes as pickled: everything but ``path`` (``load`` joins it onto the root)."""
-    fields = dict(memory.__dict__)
+    fields = memory.__getstate__()  # the set slots: a released memory's file is not read back
     del fields["path"]
     return fields
 

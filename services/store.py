@@ -49,9 +49,13 @@ class MemoryStore:
         self._shadowed: dict[str, Memory] = {}  # path -> memory whose id is taken
         self._parsed: dict[str, Memory] = {}  # path -> as parsed, for files named by their path
         self._stems: dict[str, set[str]] = defaultdict(set)  # stem -> paths named by it
-        self._by_stem: dict[str, set[str]] = defaultdict(set)  # casefolded stem -> served paths
-        self._loose: dict[str, set[str]] = defaultdict(set)  # _link_key(id, stem, title) -> ids
-        self._loose_keys: dict[str, list[str]] = {}  # id -> its keys in _loose
+        # Tuples, not sets: nearly every key names one memory, and at 10,000 memories the
+        # ~27,000 one-element sets of these two maps held ~5.8 MiB (a set is 216 bytes, a
+        # one-element tuple 48; issue 16). Lookups only iterate them, and ``pick_target`` orders.
+        # A group past ``_TUPLE_MAX`` becomes a set (adding to a tuple copies it).
+        self._by_stem: dict[str, _Group] = {}  # casefolded stem -> served paths
+        self._loose: dict[str, _Group] = {}  # _link_key(id, stem, title) -> ids
+        self._loose_keys: dict[str, tuple[str, ...]] = {}  # id -> its keys in _loose
         self._unreleased: set[str] = set()  # paths served with their text still held (see compact)
 
     # --- reading -------------------------------------------------------------
@@ -105,7 +109,7 @@ class MemoryStore:
         text, anchored = normalise_target(without_suffix(side), source)
         key = path_key(text)
         stem = key.rsplit("/", 1)[-1]
-        paths = self._by_stem.get(stem, set())
+        paths = self._by_stem.get(stem, ())
         if "/" in key or anchored:
             exact = [p for p in paths if path_key(without_suffix(p)) == key]
             if not exact and not anchored:
@@ -273,25 +277,44 @@ class MemoryStore:
         self.memories[memory.id] = memory
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
-        self._by_stem[stem.casefold()].add(memory.rel_path)
+        _tuple_add(self._by_stem, stem.casefold(), memory.rel_path)
         names = (memory.title, memory.frontmatter_title, stem, memory.id)
-        keys = list(dict.fromkeys(_link_key(name) for name in names if name))
+        keys = tuple(dict.fromkeys(_link_key(name) for name in names if name))
         for key in keys:
-            self._loose[key].add(memory.id)
+            _tuple_add(self._loose, key, memory.id)
         self._loose_keys[memory.id] = keys
 
     def _by_stem_discard(self, memory: Memory) -> None:
-        key = stem_of(memory.rel_path).casefold()
-        paths = self._by_stem.get(key)
-        if paths is not None:
-            paths.discard(memory.rel_path)
-            if not paths:
-                del self._by_stem[key]
+        _tuple_discard(self._by_stem, stem_of(memory.rel_path).casefold(), memory.rel_path)
 
     def _forget_loose(self, memory: Memory) -> None:
-        for key in self._loose_keys.pop(memory.id, []):
-            ids = self._loose.get(key)
-            if ids is not None:
-                ids.discard(memory.id)
-                if not ids:
-                    del self._loose[key]
+        for key in self._loose_keys.pop(memory.id, ()):
+            _tuple_discard(self._loose, key, memory.id)
+
+
+_TUPLE_MAX = 16
+_Group = tuple[str, ...] | set[str]
+
+
+def _tuple_add(table: dict[str, _Group], key: str, value: str) -> None:
+    """Add ``value`` to the group at ``key``: a tuple while small (a quarter of a set's size), then a set."""
+    held = table.get(key, ())
+    if isinstance(held, set):
+        held.add(value)
+    elif value not in held:
+        table[key] = (*held, value) if len(held) < _TUPLE_MAX else {*held, value}
+
+
+def _tuple_discard(table: dict[str, _Group], key: str, value: str) -> None:
+    held = table.get(key)
+    if held is None or value not in held:
+        return
+    if isinstance(held, set):
+        held.discard(value)
+        rest: _Group = held
+    else:
+        rest = tuple(item for item in held if item != value)
+    if rest:
+        table[key] = rest
+    else:
+        del table[key]

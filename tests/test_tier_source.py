@@ -34,7 +34,7 @@ def test_loaded_memories_hold_no_text_and_read_it_back_as_parsed(make_workspace)
         for memory_id in ("deploy", "plain"):
             served = engine.get_memory(memory_id)
             assert served is not None and served.released
-            assert not set(COLD_FIELDS) & set(vars(served)), "the cold fields left the object"
+            assert not set(COLD_FIELDS) & set(served.__getstate__()), "the cold fields left the object (unset slots)"
             parsed = load_memory(root, served.rel_path, engine.config)
             assert (served.l1, served.l2, served.metadata) == (parsed.l1, parsed.l2, parsed.metadata)
             assert served.has_l2 == bool(parsed.l2.strip())
