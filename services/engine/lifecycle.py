@@ -37,11 +37,11 @@ from .summary import ChangeSummary
 log = logging.getLogger(__name__)
 
 # A cold build reads and indexes in chunks, committing each, so queries find the files
-# indexed so far: a small first chunk (answers within a second or two), then an even number
-# of equal chunks for two builder processes (cold_chunks: 500 + 4 x 2,375 at 10,000 memories).
-COLD_FIRST_CHUNK = 500
+# indexed so far: two small first chunks (answers within a second or two), then an even number
+# of equal chunks for two builder processes (cold_chunks: 2 x 250 + 4 x 2,375 at 10,000 memories).
+COLD_FIRST_CHUNK = 250
 COLD_MAX_CHUNK = 2_500
-COLD_MAX_REST_CHUNKS = 6
+COLD_MAX_REST_CHUNKS = 4
 
 
 class PausedCollector:
@@ -102,9 +102,8 @@ class Lifecycle(EngineState):
         self.access_log.defer = self.access_log_defer
         self.access_log.open()
         try:
-            rows: dict[str, np.ndarray] = {}
             if fresh:
-                rows = self._cold_build(summary)
+                self._cold_build(summary)
             else:
                 self.store = MemoryStore.from_items(self._scan_reusing_cache())
                 self._bump()
@@ -123,7 +122,7 @@ class Lifecycle(EngineState):
                         started=current.started if current else time.time(),
                     )
                 )
-                self._sync_vectors(rows)
+                self.vectors.sync(list(self.store.memories.values()))
             self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
             if self._parse_cache_due is not None:
                 items, self._parse_cache_due = self._parse_cache_due, None
@@ -165,8 +164,8 @@ class Lifecycle(EngineState):
         # model would load once per builder (hundreds of MB each), so the engine embeds with it.
         return ChunkBuilder(self.root, self.config, staging, setting if setting.lower() == WORDLLAMA else None)
 
-    def _cold_build(self, summary: ChangeSummary) -> dict[str, np.ndarray]:
-        """No usable index: build it in chunks, one commit each; returns the builders' embedding rows.
+    def _cold_build(self, summary: ChangeSummary) -> None:
+        """No usable index: build it in chunks, one commit each (embeddings too).
 
         Each chunk is parsed, indexed into its own segment and embedded by
         ``build_map`` (the daemon's builder processes; ``map`` in process, see
@@ -188,8 +187,10 @@ class Lifecycle(EngineState):
         self._set_progress(started)
         done = 0
         parsed: list[Memory | InvalidFile] = []
-        rows: dict[str, np.ndarray] = {}
         builder = self._builder()
+        # The model is loaded while the builders start, and each chunk's rows join at its commit:
+        # queries mid-build get the semantic signal for what is indexed, nothing is left for the end.
+        self._configure_semantic()
         try:
             for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
                 parsed += built.items
@@ -197,8 +198,9 @@ class Lifecycle(EngineState):
                 if built.segment is not None:
                     index.add_segments([built.segment])
                     self._follow_store(built.segment.indexed, changed)
-                rows.update(built.embeddings())
-                self._built_model = built.model or self._built_model
+                if self.vectors is not None:
+                    computed = built.embeddings() if built.model == self.vectors.model.name else None
+                    self.vectors.sync(list(store.memories.values()), computed=computed, save=False)
                 done += len(chunk)
                 self._bump()
                 self._loaded = True  # from the first committed chunk on, queries may run
@@ -208,10 +210,12 @@ class Lifecycle(EngineState):
             shutil.rmtree(builder.staging, ignore_errors=True)
         store.add_items(problems)
         self._sync_index(ChangeSummary())  # a served file shadowed later, say: the index follows the store
+        if self.vectors is not None:
+            self.vectors.sync(list(store.memories.values()))  # ids the last chunk renamed, say
+            self.vectors.flush()  # the builders' rows, into the embedding cache
         self._parse_cache_due = parsed
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
-        return rows
 
     def _follow_store(self, indexed: dict[str, tuple[str, str]], changed: list[str]) -> None:
         """After a chunk's segment is committed: index what the store made of it, if that differs.
@@ -323,8 +327,8 @@ class Lifecycle(EngineState):
                 items += built.items
                 if built.segment is not None:
                     staged.append(built.segment)
-                rows.update(built.embeddings())
-                self._built_model = built.model or self._built_model
+                if self.vectors is not None and built.model == self.vectors.model.name:
+                    rows.update(built.embeddings())
                 done += len(chunk)
                 self._set_progress(Progress("reindex", INDEXING, done, total, started=started.started))
             self._set_progress(Progress("reindex", WRITING, total, total, started=started.started))
@@ -334,7 +338,8 @@ class Lifecycle(EngineState):
             index = self._require_index()
             index.add_segments(staged, replace=True)
             self._sync_index(ChangeSummary())  # ids the store qualified, duplicates it does not serve
-            self._sync_vectors(rows)
+            if self.vectors is not None:
+                self.vectors.sync(list(store.memories.values()), computed=rows)
             store.compact()
         finally:
             shutil.rmtree(builder.staging, ignore_errors=True)
@@ -346,26 +351,19 @@ class Lifecycle(EngineState):
             paths=sorted(m.rel_path for m in self.store.memories.values()),
         )
 
-    def _sync_vectors(self, rows: dict[str, np.ndarray]) -> None:
-        """Embeddings for the whole store: the builders' rows when they used this model, the rest here."""
-        if self.vectors is None:
-            return
-        computed = rows if rows and self._built_model == self.vectors.model.name else None
-        self._built_model = None
-        self.vectors.sync(list(self.store.memories.values()), computed=computed)
-
 
 def cold_chunks(paths: list[str]) -> list[list[str]]:
-    """Chunks of a cold build: ``COLD_FIRST_CHUNK`` first (answers soon), then an even number of equal chunks.
+    """Chunks of a cold build: two of ``COLD_FIRST_CHUNK`` first, then an even number of equal chunks.
 
-    An even number of at most ``COLD_MAX_CHUNK`` files each (two builder
-    processes finish together), and never more than ``COLD_MAX_REST_CHUNKS``:
-    each chunk is a segment, and the first save after a build merges small
-    segments once ``index.MAX_SEGMENTS`` pile up.
+    The two small ones keep both builder processes busy from the start and the
+    first answers soon; the rest are at most ``COLD_MAX_CHUNK`` files each, an
+    even number so the two builders finish together, and never more than
+    ``COLD_MAX_REST_CHUNKS``: each chunk is a segment, and the first save after
+    a build merges small segments once ``index.MAX_SEGMENTS`` pile up.
     """
-    first = paths[:COLD_FIRST_CHUNK]
-    rest = paths[COLD_FIRST_CHUNK:]
-    out = [first] if first else []
+    head = 2 * COLD_FIRST_CHUNK
+    out = [paths[at : at + COLD_FIRST_CHUNK] for at in range(0, min(head, len(paths)), COLD_FIRST_CHUNK)]
+    rest = paths[head:]
     if rest:
         count = min(COLD_MAX_REST_CHUNKS, -(-len(rest) // COLD_MAX_CHUNK))
         count += count % 2

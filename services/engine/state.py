@@ -99,7 +99,6 @@ class EngineState:
         # a segment, embed): ``map`` here, in this process; the daemon passes a pool of builder
         # processes' ``map``, so the work runs on both cores and outside the daemon's heap.
         self.build_map: Callable[[ChunkBuilder, Iterable[list[str]]], Iterable[BuiltChunk]] = map
-        self._built_model: str | None = None  # the model that computed the last build's embedding rows
         # How Leiden runs (services/communities.Detector): None = in this process; the daemon
         # passes one that uses a child process for large graphs (leidenalg holds the interpreter lock).
         self.community_detector: Detector | None = None

@@ -186,12 +186,13 @@ class VectorIndex:
             log.warning("could not write the embedding cache %s: %s", paths[0], exc)
 
     # --- keeping rows in step with the store ------------------------------------
-    def sync(self, memories: Iterable[Memory], computed: dict[str, np.ndarray] | None = None) -> int:
+    def sync(self, memories: Iterable[Memory], computed: dict[str, np.ndarray] | None = None, save: bool = True) -> int:
         """Make the rows match exactly ``memories`` (load); returns how many were embedded here.
 
         ``computed`` (checksum -> row) are rows a cold build's builder processes
         embedded with this model (``services/index_build.py``): used like cache
-        hits, and the cache file is written with them.
+        hits, and the cache file is written with them (now, or at ``flush``
+        with ``save=False``: a cold build syncs after every chunk).
         """
         memories = list(memories)
         cached = self._read_cache() if not self._state[2] else {}
@@ -202,7 +203,7 @@ class VectorIndex:
             self._dirty += len(fresh)  # not on disk yet: the save after this sync writes them
         keep = {m.id for m in memories}
         gone = [mid for mid in self._state[2] if mid not in keep]
-        embedded = self._apply(memories, gone, cached, save=True)
+        embedded = self._apply(memories, gone, cached, save=save)
         self.embedded += sum(1 for m in memories if m.checksum in fresh)  # computed for this load, elsewhere
         return embedded
 
