@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,6 +64,32 @@ def test_wordllama_loads_from_the_wheel_without_network(no_network):
     assert not rows[3].any()  # no token: a zero row, not NaN
     assert rows[0] @ rows[1] > rows[0] @ rows[2]  # paraphrase nearer than an unrelated text
     assert isinstance(model.weights, np.memmap)  # the weights stay a map of the wheel's file (no copy)
+
+
+def _resident_kib(path_part: str) -> int:
+    """Resident KiB of this process's mappings of files whose path contains ``path_part`` (Linux)."""
+    total, current = 0, ""
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:
+                current = head[5] if len(head) > 5 else ""
+            elif line.startswith("Rss:") and path_part in current:
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps (Linux)")
+def test_a_batch_embedding_gives_the_weight_pages_it_touched_back():
+    """Issue 16: the weight table is a file map; a batch's rows would stay in the daemon's RSS."""
+    model = WordLlamaModel()
+    texts = [f"note {i}: deploy the cluster, rotate keys, {i * 7} tickets and a flaky test" for i in range(40)]
+    first = model.embed(texts[:1])  # one text: its few pages stay mapped until the next release
+    assert _resident_kib("l2_supercat_256.safetensors") > 0
+    vectors = model.embed(texts)  # a batch: the pages it touched are released after it
+    assert _resident_kib("l2_supercat_256.safetensors") == 0
+    again = model.embed(texts[:1])  # read back from the page cache: same vector
+    assert np.allclose(first, again) and np.allclose(vectors[0], first[0])
 
 
 def test_model_settings_and_errors(tmp_path):
