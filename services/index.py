@@ -36,6 +36,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -62,6 +63,7 @@ COMMON_TERM_MIN_DOCS = 50  # ... but never below this many documents
 GENERATION_CHECK_S = 1.0  # readers look for other processes' commits at most this often
 POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
 TERM_STATS_MAX = 50_000  # cached document frequencies / IDFs per generation (then started afresh)
+ANALYZE_CACHE_CHARS = 64  # texts up to this long (words, not documents) have their tokens cached
 PROGRESS_EVERY = 100  # rebuild / extend report progress this often (documents)
 
 
@@ -90,9 +92,17 @@ def analyze(text: str) -> list[str]:
     """The index's own tokens for ``text`` (lowercased, stop words dropped, stemmed).
 
     Exposed so scoring compares query and memory text with the same stemmer
-    the index uses.
+    the index uses. Short texts (query words) are cached: a query analyses
+    its words several times.
     """
+    if len(text) <= ANALYZE_CACHE_CHARS:
+        return list(_analyze_short(text))
     return [token.text for token in _ANALYZER(text)]
+
+
+@lru_cache(maxsize=8192)
+def _analyze_short(text: str) -> tuple[str, ...]:
+    return tuple(token.text for token in _ANALYZER(text))
 
 
 _TOKEN_RE = re.compile(r"[\w\*]+(?:\.?[\w\*]+)*")  # Whoosh's default_pattern, without its capturing group

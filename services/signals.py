@@ -107,17 +107,25 @@ class KeywordOverlapScorer:
         # Each memory's text, lowercased, per (id, checksum): candidates recur across queries.
         # The scorer belongs to one engine, so the cache does too; when full it is replaced
         # whole, never cleared in place, so a query on another thread keeps the dict it read.
-        self._lower: dict[tuple[str, str], str] = {}
+        self._lower: dict[tuple[str, str], bytes] = {}
 
-    def _memory_text_lower(self, memory: Memory) -> str:
-        """The memory's text, lowercased (cached per id and checksum)."""
+    def _memory_text_lower(self, memory: Memory) -> bytes:
+        """The memory's text, lowercased, as UTF-8 (cached per id and checksum).
+
+        UTF-8 because a phrase occurs in a text exactly when its encoding occurs
+        in the text's encoding (the code is self-synchronising), and searching
+        bytes is faster than searching text with any non-ASCII character in it
+        (stored at 2-4 bytes a character), and the cache is smaller.
+        """
         key = (memory.id, memory.checksum)
         cache = self._lower
         text = cache.get(key)
         if text is None:
             if len(cache) >= LOWER_CACHE_MAX:
                 cache = self._lower = {}
-            text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower()
+            text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower().encode(
+                "utf-8", "surrogatepass"
+            )
             if memory.checksum:
                 cache[key] = text
         return text
@@ -125,7 +133,7 @@ class KeywordOverlapScorer:
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         out: dict[str, float] = {}
         groups = list(zip(terms.group_tokens, terms.group_weights))
-        phrases = terms.phrases
+        phrases = [p.encode("utf-8", "surrogatepass") for p in terms.phrases]
         for cand in candidates:
             if cand.keyword is not None:  # scored in the first pass of this query
                 out[cand.memory.id] = cand.keyword
@@ -270,6 +278,8 @@ def rescore_graph(
 
 def _as_float(value: object) -> float:
     """``float(value)`` for what ``float`` takes (numbers, numeric text); TypeError for anything else."""
+    if type(value) is float or type(value) is int:  # the usual case, without a Protocol check
+        return float(value)
     if isinstance(value, (str, bytes, bytearray, SupportsFloat, SupportsIndex)):
         return float(value)
     raise TypeError(f"not a number: {value!r}")
