@@ -43,9 +43,9 @@ DEFAULT_HALF_LIFE_DAYS = 90.0
 BODY_ONLY_CREDIT = 0.6  # a concept found only in the body counts 0.6, in the heading/tags 1.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
-    """A memory being scored, with what the index said about it."""
+    """A memory being scored, with what the index said about it (slots: ~150 are made per query)."""
 
     memory: Memory
     bm25_raw: float = 0.0

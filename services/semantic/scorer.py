@@ -75,9 +75,11 @@ class EmbeddingScorer:
         words = self.keywords.score(terms, candidates)
         sims = self.similarities(terms, candidates)
         share = self.embed_share
+        rest = 1.0 - share
+        similarity, overlap = sims.get, words.get
         out: dict[str, float] = {}
         for cand in candidates:
             mid = cand.memory.id
-            cand.cosine = sims.get(mid, 0.0)
-            out[mid] = share * cand.cosine + (1.0 - share) * words.get(mid, 0.0)
+            cosine = cand.cosine = similarity(mid, 0.0)
+            out[mid] = share * cosine + rest * overlap(mid, 0.0)
         return out
