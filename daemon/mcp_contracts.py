@@ -25,6 +25,11 @@ manager (the SDK itself does the same in ``MCPServer._tool_input_schema``), and 
 changed SDK fails loudly here (``bind_contract`` raises) instead of silently
 publishing another schema; tests/test_contracts.py compares what a real client
 is told with the models.
+
+The tool's ``outputSchema`` is published with its local ``$ref``s inlined
+(``inline_local_refs``): the same schema, but the SDK's client validates every
+result against it with ``jsonschema``, and resolving one ``$ref`` per selected
+memory was ~18 % of that (get_context: ~125 entries, 6.2 -> 5.1 ms per result).
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ def bind_contract(mcp: MCPServer, name: str, request: type[Request]) -> None:
 
     tool.fn_metadata = ContractArguments(
         arg_model=original.arg_model,
-        output_schema=original.output_schema,
+        output_schema=inline_local_refs(original.output_schema),
         output_model=original.output_model,
         wrap_output=original.wrap_output,
         request=request,
@@ -81,3 +86,37 @@ def bind_contract(mcp: MCPServer, name: str, request: type[Request]) -> None:
     tool.fn = guarded
     tool.is_async = True
     tool.parameters = input_schema(request)
+
+
+_LOCAL_DEFS = "#/$defs/"
+
+
+def inline_local_refs(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``schema`` with every ``{"$ref": "#/$defs/X"}`` replaced by ``X`` itself (``$defs`` dropped when unused).
+
+    A definition that refers to itself (a recursive model) keeps its ``$ref``s, and then ``$defs``.
+    """
+    if not schema or "$defs" not in schema:
+        return schema
+    defs: dict[str, Any] = schema["$defs"]
+    kept = False
+
+    def walk(node: Any, inside: tuple[str, ...]) -> Any:
+        nonlocal kept
+        if isinstance(node, list):
+            return [walk(item, inside) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_LOCAL_DEFS):
+            name = ref.removeprefix(_LOCAL_DEFS)
+            if name in defs and name not in inside:
+                siblings = {k: walk(v, inside) for k, v in node.items() if k != "$ref"}
+                return {**walk(defs[name], (*inside, name)), **siblings}
+            kept = True
+        return {k: walk(v, inside) for k, v in node.items() if k != "$defs"}
+
+    inlined = walk(schema, ())
+    if kept:
+        inlined["$defs"] = defs
+    return inlined

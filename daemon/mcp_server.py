@@ -98,7 +98,12 @@ class SelectedMemoryOut(BaseModel):
     tokens: int
     score: float = Field(description="composite relevance score, 0..1")
     reason: str = ""
-    workspace: str | None = Field(None, description="the federated workspace it comes from; absent: this workspace")
+    # Absent, not null, for this workspace (as the socket answer): fewer keys for the client to validate.
+    workspace: str | None = Field(
+        None,
+        description="the federated workspace it comes from; absent: this workspace",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class ContextOut(BaseModel):

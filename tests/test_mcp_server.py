@@ -258,3 +258,28 @@ async def test_save_with_stale_checksum_is_a_tool_error(client, workspace):
     )
     assert result.is_error and "checksum differs" in result.content[0].text
     assert path.read_text() == edited
+
+
+def test_output_schemas_inline_local_refs_and_keep_recursive_ones():
+    """The published outputSchema has no ``$ref`` to resolve per item (the client validates every result)."""
+    from ctxos.daemon.mcp_contracts import inline_local_refs
+    from ctxos.daemon.mcp_server import ContextOut, SelectedMemoryOut
+    from pydantic import BaseModel
+
+    schema = inline_local_refs(ContextOut.model_json_schema())
+    assert schema is not None and "$defs" not in schema and "$ref" not in str(schema)
+    assert schema["properties"]["selected"]["items"]["properties"]["tier"]["enum"] == ["L0", "L1", "L2"]
+    here = SelectedMemoryOut(id="a", type="decision", path="a.md", tier="L1", tokens=3, score=0.5)
+    assert "workspace" not in here.model_dump(mode="json")  # absent for this workspace, as on the socket
+    assert SelectedMemoryOut(**{**here.model_dump(), "workspace": "global"}).model_dump()["workspace"] == "global"
+
+    class Node(BaseModel):
+        name: str
+        kids: list[Node] = []
+
+    class Tree(BaseModel):
+        root: Node
+
+    tree = inline_local_refs(Tree.model_json_schema())
+    assert tree is not None and tree["properties"]["root"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/Node"}
+    assert "Node" in tree["$defs"]
