@@ -17,13 +17,15 @@ share it. Both backends raise :class:`~ctxos.client.RpcCallError` for error repl
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ctxos.services import api
 from ctxos.services.daemon_lock import WorkspaceLock
@@ -33,6 +35,9 @@ from ctxos.services.jsonrpc import INVALID_PARAMS, RpcError, as_json
 
 from . import DEFAULT_TIMEOUT_S, DaemonClient, DaemonError, DaemonNotRunning, RpcCallError
 from .launch import find_socket, start_daemon
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 CLIENT_PARAM = "_client"  # who is asking (history attribution); not an operation's parameter
 IN_PROCESS_CLIENT = "ctxos CLI (in-process)"
@@ -151,6 +156,25 @@ class LocalHost:
         """Nobody listens in-process."""
 
 
+def builder_map(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    """``Engine.build_map`` for the CLI: a cold build or ``ctxos reindex`` of 3+ chunks uses two builder processes.
+
+    The same split as the daemon's (daemon/parse_pool.py, which the client
+    does not import): chunks are parsed, indexed and embedded on both cores.
+    Smaller workspaces, a single core or no ``forkserver`` run them here.
+    """
+    chunks = list(items)
+    try:
+        context = multiprocessing.get_context("forkserver")  # never fork: the backend may hold threads
+    except ValueError:
+        context = None
+    if len(chunks) < 3 or (os.cpu_count() or 1) < 2 or context is None:
+        yield from map(fn, chunks)
+        return
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        yield from pool.map(fn, chunks)
+
+
 class InProcessBackend:
     """The engine loaded in this process, behind the same use cases the daemon serves."""
 
@@ -165,6 +189,7 @@ class InProcessBackend:
             self._lock.acquire()  # raises DaemonAlreadyRunning if a daemon appeared meanwhile
         engine = Engine(root)
         engine.on_progress = on_progress  # a cold build or a reindex shows its progress
+        engine.build_map = builder_map
         try:
             summary = engine.load()
         except BaseException:

@@ -39,7 +39,7 @@ from . import malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .logging_setup import setup_logging
-from .parse_pool import parse_pool, pooled_map
+from .parse_pool import building_map
 
 log = logging.getLogger("ctxos.daemon")
 
@@ -188,9 +188,7 @@ async def load_workspace(
     started = time.monotonic()
     engine = ctx.engine
     engine.on_progress = ctx.on_engine_progress
-    pool = parse_pool()
-    if pool is not None:
-        engine.build_map = pooled_map(pool, engine.stop_flag.check)
+    engine.build_map = building_map(engine.stop_flag.check)  # cold build and reindex: builder processes
     try:
         summary = await ctx.run_write(engine.load)
     except Cancelled:  # SIGTERM during the load: the next start goes on from what was indexed
@@ -206,9 +204,6 @@ async def load_workspace(
             stop.set()
         return
     finally:
-        engine.build_map = map
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
         malloc_tune.trim()
     _freeze_loaded_heap()
     ctx.load_summary = _summary_dict(summary)

@@ -29,6 +29,7 @@ WAIT_CHECK_S = 0.1  # how often a wait for a builder process looks at the stop f
 T = TypeVar("T")
 R = TypeVar("R")
 
+MIN_CHUNKS_FOR_BUILDERS = 3  # fewer chunks (at most 500 files) are built in this process
 BUILDERS = 2  # the daemon's own thread mostly waits meanwhile; more processes than cores only add switching
 
 
@@ -86,5 +87,30 @@ def pooled_map(
         for item in items[done:]:
             check()
             yield fn(item)
+
+    return run
+
+
+def building_map(check: Check = never) -> Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]:
+    """``Engine.build_map`` for the daemon: each cold build or rebuild gets builder processes of its own.
+
+    They start at the first chunk and end with the job (the daemon keeps no
+    idle builders between rebuilds). With a single core, or a workspace of
+    two chunks or less (500 files: starting the builders costs about what
+    they would save), the chunks run here.
+    """
+
+    def run(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        items = list(items)
+        pool = parse_pool() if len(items) >= MIN_CHUNKS_FOR_BUILDERS else None
+        if pool is None:
+            for item in items:
+                check()
+                yield fn(item)
+            return
+        try:
+            yield from pooled_map(pool, check)(fn, items)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     return run

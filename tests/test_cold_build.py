@@ -7,6 +7,7 @@ the real ``ctxos`` command (issue 16).
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -203,3 +204,23 @@ def test_tray_tooltip_shows_indexing() -> None:
     state = TrayState(indexing="indexing 2,000 of 10,000", paused=True)
     assert state.title() == "AI Context OS: indexing 2,000 of 10,000 - watching paused"
     assert "health" in TrayState().title()
+
+
+@pytest.mark.slow
+def test_builder_maps_keep_order_and_build_small_jobs_here() -> None:
+    """The daemon's and the CLI's ``build_map``: real builder processes for 3+ chunks, results in order."""
+    from ctxos.client.backend import builder_map
+    from ctxos.daemon.parse_pool import building_map
+
+    chunks = [list(range(n)) for n in (3, 1, 4, 1, 5)]
+    assert list(builder_map(len, chunks)) == [3, 1, 4, 1, 5]
+    assert list(building_map()(len, chunks)) == [3, 1, 4, 1, 5]
+    here = os.getpid()
+    # two chunks or fewer: no processes are started (a pid-returning function tells where it ran)
+    assert set(building_map()(_pid, [[1], [2]])) == {here}
+    assert set(builder_map(_pid, [[1], [2]])) == {here}
+    assert here not in set(building_map()(_pid, [[1], [2], [3]]))
+
+
+def _pid(_chunk: list[int]) -> int:
+    return os.getpid()
