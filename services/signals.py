@@ -95,7 +95,7 @@ class SemanticScorer(Protocol):
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]: ...
 
 
-LOWER_CACHE_MAX = 4000  # memories whose lowercased text is kept for phrase matching
+LOWER_CACHE_BYTES = 6 << 20  # lowercased memory text kept for phrase matching, per generation (two are kept)
 
 
 class KeywordOverlapScorer:
@@ -104,10 +104,15 @@ class KeywordOverlapScorer:
     name = "keyword-overlap"
 
     def __init__(self) -> None:
-        # Each memory's text, lowercased, per (id, checksum): candidates recur across queries.
-        # The scorer belongs to one engine, so the cache does too; when full it is replaced
-        # whole, never cleared in place, so a query on another thread keeps the dict it read.
+        # Each memory's text, lowercased, per (id, checksum): candidates recur across queries,
+        # and a memory's body is read from disk when it is not here. Two generations: when the
+        # newer one holds ``LOWER_CACHE_BYTES`` it becomes the older one and the oldest is
+        # dropped, so a hot memory survives a full cache (one dict replaced whole at 4,000
+        # entries missed most of the time at 100,000 memories). Dicts are only ever replaced,
+        # never cleared in place, so a query on another thread keeps the dicts it read.
         self._lower: dict[tuple[str, str], bytes] = {}
+        self._older: dict[tuple[str, str], bytes] = {}
+        self._lower_bytes = 0
 
     def _memory_text_lower(self, memory: Memory) -> bytes:
         """The memory's text, lowercased, as UTF-8 (cached per id and checksum).
@@ -118,16 +123,19 @@ class KeywordOverlapScorer:
         (stored at 2-4 bytes a character), and the cache is smaller.
         """
         key = (memory.id, memory.checksum)
-        cache = self._lower
-        text = cache.get(key)
+        text = self._lower.get(key)
+        if text is not None:
+            return text
+        text = self._older.get(key)
         if text is None:
-            if len(cache) >= LOWER_CACHE_MAX:
-                cache = self._lower = {}
             text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower().encode(
                 "utf-8", "surrogatepass"
             )
-            if memory.checksum:
-                cache[key] = text
+        if memory.checksum:
+            if self._lower_bytes + len(text) > LOWER_CACHE_BYTES:
+                self._older, self._lower, self._lower_bytes = self._lower, {}, 0
+            self._lower[key] = text
+            self._lower_bytes += len(text)
         return text
 
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
