@@ -97,6 +97,8 @@ TIME_COMPONENTS: list[tuple[str, str]] = [
     ("services/signals.py", "signals"),
     ("services/graph.py", "link graph"),
     ("services/render.py", "render + budget"),
+    ("services/render_cache.py", "render + budget"),
+    ("services/tier_source.py", "render + budget"),
     ("services/tokens.py", "token counting"),
     ("services/access_log.py", "access log (SQLite)"),
     ("sqlite3", "access log (SQLite)"),
