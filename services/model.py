@@ -7,6 +7,7 @@ without pulling in the index or the file parser.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -125,6 +126,12 @@ class Memory:
         for name in COLD_FIELDS:
             if self._holds(name):
                 object.__delattr__(self, name)
+        # The few values thousands of memories repeat become one object each (the parse cache
+        # pickles and reads them back shared): the type, the tags, a display title equal to the title.
+        self.type = sys.intern(self.type)
+        self.tags = [sys.intern(tag) if isinstance(tag, str) else tag for tag in self.tags]
+        if hot[1] == self.title:
+            hot = (hot[0], self.title, hot[2], hot[3])
         self._hot = hot
         self._text_source = source
         return True

@@ -41,9 +41,8 @@ from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
 
-FORMAT = (
-    4  # 2: memories are kept released (no tiers or frontmatter dict); 3: no absolute path pickled; 4: slotted Memory
-)
+# 2: released memories (no tiers or frontmatter dict); 3: no absolute path; 4: slotted Memory; 5: type and tags interned
+FORMAT = 5
 CACHE_FILENAME = "parsed-memories.cache"
 KEY_FILENAME = "cache-key"
 _MAC_BYTES = 32
