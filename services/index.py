@@ -591,7 +591,7 @@ class MemoryIndex:
 
     @staticmethod
     def _selective(
-        searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: _PostingCache
+        searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: _PostingCache | None = None
     ) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
@@ -602,12 +602,16 @@ class MemoryIndex:
         for matched terms and for the scores of every candidate, and when the
         selective words find fewer than ``limit`` memories the ranking uses
         every word (so pruning never costs recall at depth). Document
-        frequencies come from the generation's cache (Whoosh reads them from
-        the terms file: a seek and a read per term per query otherwise).
+        frequencies come from the generation's ``cache`` when given (Whoosh
+        reads them from the terms file: a seek and a read per term per query).
         """
-        total = max(1, cache.doc_count(searcher))
+        if cache is None:  # straight from Whoosh (tests compare against a plain Whoosh search)
+            total = max(1, searcher.doc_count())
+            rated = [(searcher.doc_frequency(q.fieldname, q.text), q) for _, q in queries]
+        else:
+            total = max(1, cache.doc_count(searcher))
+            rated = [(cache.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
         limit = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
-        rated = [(cache.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
         chosen = [q for df, q in rated if 0 < df <= limit]
         if not chosen:
             rated = sorted((r for r in rated if r[0] > 0), key=lambda r: r[0])

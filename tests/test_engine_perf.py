@@ -101,10 +101,29 @@ def test_cached_postings_give_the_same_hits_and_scores_as_whoosh(index):
 
 def test_cache_follows_commits(index):
     assert [h.id for h in index.search([("zebra", 1.0)], 5)] == []
+    searcher = index.ix.searcher()
+    try:  # Whoosh counts a deleted document until a merge; the cache says what Whoosh says
+        assert index.document_frequency("zebra") == searcher.doc_frequency("text", "zebra")
+    finally:
+        searcher.close()
+    idf_before = index.idf("alpha")
     index.update([mem("m005", "zebra zebra stripes")])
     assert [h.id for h in index.search([("zebra", 1.0)], 5)] == ["m005"]
+    # document frequencies and IDFs are cached per generation: a commit gives fresh ones
+    assert index.document_frequency("zebra") == 1
+    searcher = index.ix.searcher()
+    try:
+        assert index.idf("alpha") == pytest.approx(searcher.idf("text", "alpha"), rel=1e-12)
+    finally:
+        searcher.close()
+    assert index.idf("alpha") != idf_before  # m005's old text had "alpha"; its new one does not
     index.remove(["05-resources/m005.md"])
     assert [h.id for h in index.search([("zebra", 1.0)], 5)] == []
+    searcher = index.ix.searcher()
+    try:  # Whoosh counts a deleted document until a merge; the cache says what Whoosh says
+        assert index.document_frequency("zebra") == searcher.doc_frequency("text", "zebra")
+    finally:
+        searcher.close()
     hits = index.search(QUERIES[0], 10)
     reference = whoosh_reference(index, QUERIES[0], 10)
     assert {h.id: pytest.approx(reference[h.id], rel=1e-9) for h in hits} == {h.id: h.score for h in hits}
