@@ -108,6 +108,7 @@ class Lifecycle(EngineState):
                 self.store = MemoryStore.from_items(self._scan_reusing_cache())
                 self._bump()
                 summary = self._sync_index(summary)
+                self.index.share_strings(self.store.memories.values())  # one copy of each path, id, checksum
             summary.invalid = self.store.invalid_files()
             self._configure_semantic()
             if self.vectors is not None:
