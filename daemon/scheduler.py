@@ -20,7 +20,12 @@ Rules the issue asks for, and how they hold:
 
 After each batch of file changes (``ctx.add_change_listener``), community
 recompute and router regeneration run once, ``schedule.after_change_delay``
-seconds after the last change of a burst (debounced).
+seconds after the last change of a burst (debounced), and no sooner than
+``AFTER_CHANGE_DUTY`` times their last duration after their last run ended:
+at 100,000 memories Leiden ran for minutes in its child process (one of two
+cores) and every new file asked for it again; a run that must wait is
+deferred, not dropped, and then sees every change made meanwhile. At 10,000
+memories (runs of a second or two) the wait is seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ log = logging.getLogger("ctxos.daemon.scheduler")
 DEFAULT_INTERVAL_S = 3600.0
 RECENT_RUNS = 10  # start times (epoch s) kept per job in status
 WAKE_JUMP_S = 5.0  # wall clock ahead of the monotonic clock by more than this: we slept
+AFTER_CHANGE_DUTY = 10.0  # an after-change run waits until this x its last duration has passed since it ended
 
 
 # --- the jobs: plain functions of the engine, run on worker threads ---------------------
@@ -157,6 +163,8 @@ class SchedulerComponent:
         self._wall_mark = 0.0
         self._mono_mark = 0.0
         self._stopping = False
+        self._ended: dict[str, tuple[float, float]] = {}  # job -> (monotonic end, seconds it took)
+        self._deferred: dict[str, asyncio.TimerHandle] = {}  # after-change runs waiting for their turn
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self, ctx: DaemonContext) -> None:
@@ -212,9 +220,10 @@ class SchedulerComponent:
         self._stopping = True
         if self.ctx is not None:
             self.ctx.remove_change_listener(self._on_change)
-        for handle in (self._debounce, self._wake_handle):
+        for handle in (self._debounce, self._wake_handle, *self._deferred.values()):
             if handle is not None:
                 handle.cancel()
+        self._deferred.clear()
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         for task in list(self._tasks):
@@ -300,9 +309,11 @@ class SchedulerComponent:
                 if name == "scratch_expiry" and result and result.get("archived"):
                     self._schedule_after_change()
             finally:
+                ended = time.monotonic()
+                self._ended[name] = (ended, ended - mono)
                 record["running"] = False
                 record["runs"] = record.get("runs", 0) + 1
-                record["last_duration_ms"] = round((time.monotonic() - mono) * 1000.0, 1)
+                record["last_duration_ms"] = round((ended - mono) * 1000.0, 1)
                 self._refresh_next_runs()
             return result
 
@@ -338,7 +349,40 @@ class SchedulerComponent:
     async def _after_change(self) -> None:
         self._debounce = None
         for name in AFTER_CHANGE_JOBS:
-            await self.run_job(name, trigger="change")
+            await self._change_run(name)
+
+    async def _change_run(self, name: str) -> None:
+        """An after-change run of ``name``: now, or deferred while it runs or cools down."""
+        wait = self.cooldown_left(name)
+        lock = self._locks.get(name)
+        if lock is not None and lock.locked():
+            wait = max(wait, 1.0)  # running now (a start or scheduled run): look again when it is done
+        if wait > 0:
+            self._defer(name, wait)
+            return
+        await self.run_job(name, trigger="change")
+
+    def cooldown_left(self, name: str, now: float | None = None) -> float:
+        """Seconds before an after-change run of ``name`` may start (0: now); see the module doc."""
+        last = self._ended.get(name)
+        if last is None:
+            return 0.0
+        ended, took = last
+        return max(0.0, ended + AFTER_CHANGE_DUTY * took - (time.monotonic() if now is None else now))
+
+    def _defer(self, name: str, wait: float) -> None:
+        """Run ``name`` once ``wait`` seconds from now (one pending run per job; later changes join it)."""
+        if self._stopping or name in self._deferred:
+            return
+        record = self.ctx.status_extra.setdefault("jobs", {}).setdefault(name, {}) if self.ctx is not None else {}
+        record["deferred_s"] = round(wait, 1)
+
+        def fire() -> None:
+            self._deferred.pop(name, None)
+            record.pop("deferred_s", None)
+            self._spawn(self._change_run(name))
+
+        self._deferred[name] = asyncio.get_running_loop().call_later(wait, fire)
 
     async def _after_ready(self) -> None:
         assert self.ctx is not None

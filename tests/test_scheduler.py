@@ -211,3 +211,28 @@ def test_communities_follow_changes_and_the_bonus_shows_in_simulate(make_workspa
     )
     mapping = json.loads(path.read_text())["communities"]
     assert mapping["deploy-new"] == mapping["deploy-0"]
+
+
+def test_an_after_change_run_waits_ten_times_its_last_duration_and_is_deferred_not_dropped():
+    """At 100,000 memories Leiden took minutes and every new file asked for it again (issue 16)."""
+    import asyncio
+
+    from ctxos.daemon.scheduler import AFTER_CHANGE_DUTY, SchedulerComponent
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        scheduler = SchedulerComponent()
+        now = time.monotonic()
+        scheduler._ended["communities"] = (now, 2.0)  # its last run took 2 s and just ended
+        assert scheduler.cooldown_left("communities", now) == pytest.approx(AFTER_CHANGE_DUTY * 2.0)
+        assert scheduler.cooldown_left("communities", now + AFTER_CHANGE_DUTY * 2.0 + 1) == 0
+        assert scheduler.cooldown_left("router", now) == 0  # never ran: runs at once
+        await scheduler._change_run("communities")
+        pending = scheduler._deferred["communities"]
+        assert pending.when() - loop.time() == pytest.approx(AFTER_CHANGE_DUTY * 2.0, abs=0.5)
+        await scheduler._change_run("communities")  # a later change joins the pending run
+        assert scheduler._deferred == {"communities": pending}
+        await scheduler.stop()
+        assert not scheduler._deferred and pending.cancelled()
+
+    asyncio.run(scenario())
