@@ -66,15 +66,21 @@ def test_wordllama_loads_from_the_wheel_without_network(no_network):
     assert isinstance(model.weights, np.memmap)  # the weights stay a map of the wheel's file (no copy)
 
 
-def _resident_kib(path_part: str) -> int:
-    """Resident KiB of this process's mappings of files whose path contains ``path_part`` (Linux)."""
-    total, current = 0, ""
+def _resident_kib(path_part: str, address: int | None = None) -> int:
+    """Resident KiB of this process's mappings of files whose path contains ``path_part`` (Linux).
+
+    With ``address``, only the mapping that holds it: the shared model of earlier tests in the
+    same process (queries embed single texts, whose pages stay until a release) maps the file too.
+    """
+    total, current, inside = 0, "", True
     with open("/proc/self/smaps", encoding="utf-8") as smaps:
         for line in smaps:
             head = line.split()
             if head and "-" in head[0] and len(head) >= 5:
                 current = head[5] if len(head) > 5 else ""
-            elif line.startswith("Rss:") and path_part in current:
+                start, end = (int(part, 16) for part in head[0].split("-"))
+                inside = address is None or start <= address < end
+            elif line.startswith("Rss:") and path_part in current and inside:
                 total += int(head[1])
     return total
 
@@ -84,10 +90,11 @@ def test_a_batch_embedding_gives_the_weight_pages_it_touched_back():
     """Issue 16: the weight table is a file map; a batch's rows would stay in the daemon's RSS."""
     model = WordLlamaModel()
     texts = [f"note {i}: deploy the cluster, rotate keys, {i * 7} tickets and a flaky test" for i in range(40)]
+    mapped = model.weights.ctypes.data  # this instance's own map of the weights file
     first = model.embed(texts[:1])  # one text: its few pages stay mapped until the next release
-    assert _resident_kib("l2_supercat_256.safetensors") > 0
+    assert _resident_kib("l2_supercat_256.safetensors", mapped) > 0
     vectors = model.embed(texts)  # a batch: the pages it touched are released after it
-    assert _resident_kib("l2_supercat_256.safetensors") == 0
+    assert _resident_kib("l2_supercat_256.safetensors", mapped) == 0
     again = model.embed(texts[:1])  # read back from the page cache: same vector
     assert np.allclose(first, again) and np.allclose(vectors[0], first[0])
 

@@ -189,9 +189,6 @@ class Lifecycle(EngineState):
         done = 0
         parsed: list[Memory | InvalidFile] = []
         builder = self._builder()
-        # The model is loaded while the builders start, and each chunk's rows join at its commit:
-        # queries mid-build get the semantic signal for what is indexed, nothing is left for the end.
-        self._configure_semantic()
         try:
             for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
                 parsed += built.items
@@ -199,6 +196,10 @@ class Lifecycle(EngineState):
                 if built.segment is not None:
                     index.add_segments([built.segment])
                     self._follow_store(built.segment.indexed, changed)
+                # The model is loaded once the builders run (not before they start), and each chunk's
+                # rows join at its commit: queries mid-build get the semantic signal, nothing is left
+                # for the end.
+                self._configure_semantic()
                 if self.vectors is not None:
                     computed = built.embeddings() if built.model == self.vectors.model.name else None
                     self.vectors.sync(list(store.memories.values()), computed=computed, save=False)
