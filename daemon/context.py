@@ -316,6 +316,8 @@ class DaemonContext:
     async def _refresh_graph_loop(self, refresh: Callable[[], Any]) -> None:
         while True:
             self._graph_refresh_again = False
+            if self._stopping():
+                return
             try:
                 await self.run_background(refresh)
             except Cancelled:  # shutting down (services/stop_flag.py)
@@ -390,6 +392,11 @@ class DaemonContext:
         return data
 
     # ------------------------------------------------------------ shutdown
+
+    def _stopping(self) -> bool:
+        """True once ``request_stop`` was called (a change announced during shutdown starts no job)."""
+        flag = getattr(self.engine, "stop_flag", None)
+        return bool(flag is not None and flag.stopped)
 
     def request_stop(self) -> None:
         """Ask the engine's long work (load, change batch, background job) to stop at its next safe point.
