@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext, SpawnContext
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from ctxos.services.stop_flag import Check, never
+from ctxos.services.stop_flag import Cancelled, Check, never
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,27 @@ def building_map(check: Check = never) -> Callable[[Callable[[T], R], Iterable[T
             return
         try:
             yield from pooled_map(pool, check)(fn, items)
+        except Cancelled:
+            stop_workers(pool)  # a chunk in flight would run to its end: the daemon's exit waited for it
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
     return run
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill a stopped build's builder processes now (SIGTERM mid-build: exit in seconds, not after a chunk).
+
+    ``ProcessPoolExecutor`` has no public way to stop a task that is running
+    before Python 3.14 (``terminate_workers``); older versions' workers are
+    killed through the pool's process table. Whatever a killed builder was
+    writing is in the staging folder, which the next build empties first.
+    """
+    terminate = getattr(pool, "terminate_workers", None)
+    if callable(terminate):
+        terminate()
+        return
+    processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        process.kill()
