@@ -316,7 +316,7 @@ class DaemonContext:
     async def _refresh_graph_loop(self, refresh: Callable[[], Any]) -> None:
         while True:
             self._graph_refresh_again = False
-            if self._stopping():
+            if self.stopping():
                 return
             try:
                 await self.run_background(refresh)
@@ -393,7 +393,7 @@ class DaemonContext:
 
     # ------------------------------------------------------------ shutdown
 
-    def _stopping(self) -> bool:
+    def stopping(self) -> bool:
         """True once ``request_stop`` was called (a change announced during shutdown starts no job)."""
         flag = getattr(self.engine, "stop_flag", None)
         return bool(flag is not None and flag.stopped)

@@ -189,6 +189,7 @@ async def load_workspace(
     engine = ctx.engine
     engine.on_progress = ctx.on_engine_progress
     engine.build_map = building_map(engine.stop_flag.check)  # cold build and reindex: builder processes
+    engine.defer_parse_cache = True  # written after ready, below: not part of the start's wait
     try:
         summary = await ctx.run_write(engine.load)
     except Cancelled:  # SIGTERM during the load: the next start goes on from what was indexed
@@ -218,6 +219,13 @@ async def load_workspace(
     # Not announced to change listeners: components that care await ctx.wait_ready() instead
     # (the scheduler refreshes communities and router files then; announcing it too would do it twice).
     log.info("workspace loaded in %.0f ms: %s", ctx.load_summary["load_ms"], _summary_line(summary))
+    save = getattr(engine, "save_parse_cache", None)
+    if callable(save) and not ctx.stopping():
+        try:
+            if await ctx.run_background(save):
+                log.info("parse cache written")
+        except Exception:  # noqa: BLE001 - a cache: the next start parses more, nothing else
+            log.exception("writing the parse cache failed")
 
 
 def _note_unserved_federation(ctx: DaemonContext) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from ctxos.services import parse_cache
 from ctxos.services.engine import Engine
 from daemon_helpers import memory_text
@@ -58,3 +59,32 @@ def test_a_forged_or_foreign_cache_is_ignored(make_workspace) -> None:
     assert _hits(root) == 5
     (root / "_config.yaml").write_text((root / "_config.yaml").read_text() + "\nlimits:\n  max_file_bytes: 100000\n")
     assert _hits(root) == 0
+
+
+def test_deferred_save_writes_the_cache_after_the_load(make_workspace) -> None:
+    """The daemon sets ``defer_parse_cache`` and writes the cache once it is ready (not in its start's wait)."""
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(12)})
+    cache = root / ".ctxos" / parse_cache.CACHE_FILENAME
+    engine = Engine(root)
+    engine.defer_parse_cache = True
+    engine.load()
+    try:
+        assert not cache.exists()  # due, not written by the load
+        assert engine.save_parse_cache() is True and cache.exists()
+        assert engine.save_parse_cache() is False  # nothing due any more
+    finally:
+        engine.close()
+    assert _hits(root) == 12
+
+
+@pytest.mark.slow
+def test_the_daemon_writes_the_parse_cache_after_it_is_ready(make_workspace) -> None:
+    from daemon_helpers import start_daemon
+
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(12)})
+    daemon = start_daemon(root)
+    try:
+        daemon.wait_for(lambda: "parse cache written" in daemon.output(), 60, message="the parse cache")
+    finally:
+        daemon.stop()
+    assert _hits(root) == 12

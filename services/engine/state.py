@@ -95,6 +95,7 @@ class EngineState:
         self.on_progress: ProgressCallback | None = None
         self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
         self._parse_cache_due: list[Memory | InvalidFile] | None = None  # a scan load() writes to the cache
+        self.defer_parse_cache = False  # the daemon sets it: it writes the cache after ready (save_parse_cache)
         # How a cold build or rebuild builds its chunks (services/index_build.py: parse, index into
         # a segment, embed): ``map`` here, in this process; the daemon passes a pool of builder
         # processes' ``map``, so the work runs on both cores and outside the daemon's heap.
