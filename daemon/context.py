@@ -45,6 +45,7 @@ StatusProvider = Callable[[], dict[str, Any]]
 # 10,000 memories). Slow background reads get their own thread (run_background), so a
 # governance run never takes a query's place.
 READ_WORKERS = 2
+READ_TRIM_INTERVAL_S = 1.0  # at most one malloc_trim per second after queries (see _trim_after_reads)
 
 
 @dataclass
@@ -95,6 +96,9 @@ class DaemonContext:
         self._write_lock = threading.Lock()
         self._writes_in_flight = 0
         self._read_pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="ctxos-read")
+        self._reads_in_flight = 0  # run_read calls not yet answered (event-loop thread only)
+        self._read_trim_pending = False
+        self._last_read_trim = 0.0
         self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-write")
         self._background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-background")
         self._ready_flag = threading.Event()
@@ -247,7 +251,42 @@ class DaemonContext:
     async def run_read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a read-only call on the read pool (concurrent with other reads and one write)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._read_pool, functools.partial(fn, *args, **kwargs))
+        self._reads_in_flight += 1
+        try:
+            return await loop.run_in_executor(self._read_pool, functools.partial(fn, *args, **kwargs))
+        finally:
+            self._reads_in_flight -= 1
+            if self._reads_in_flight == 0:
+                self._trim_after_reads(loop)
+
+    def _trim_after_reads(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give the heap back once no query is running (at most every ``READ_TRIM_INTERVAL_S``).
+
+        Queries allocate and free ~20-40 MiB of short-lived objects each burst, and glibc
+        keeps the freed memory of its heaps: at 10,000 memories in one process, 400 queries
+        left RSS +39-42 MiB, +22-25 after ``malloc_trim`` (issue 16). A trim costs ~0.1 ms
+        (3 ms at most, measured) and runs on a read worker after the answer is sent; while
+        queries keep coming the pool is rarely idle, so it runs between bursts, not per query.
+        """
+        if self._read_trim_pending:
+            return
+        wait = self._last_read_trim + READ_TRIM_INTERVAL_S - time.monotonic()
+
+        def trim_if_idle() -> None:
+            self._read_trim_pending = False
+            if self._reads_in_flight:
+                return  # the next idle moment schedules it again
+            self._last_read_trim = time.monotonic()
+            try:
+                self._read_pool.submit(malloc_tune.trim)
+            except RuntimeError:  # the pools are shutting down
+                pass
+
+        self._read_trim_pending = True
+        if wait <= 0:
+            loop.call_soon(trim_if_idle)
+        else:
+            loop.call_later(wait, trim_if_idle)
 
     async def run_background(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a slow read-only job (scheduled jobs, graph refresh) on its own thread, off the query pool.

@@ -259,3 +259,45 @@ def test_registry_refuses_duplicates_and_call_sync_takes_write_lock() -> None:
             registry.call_sync(ctx, "missing", {})
     finally:
         ctx.shutdown_executors()
+
+
+def test_the_heap_is_trimmed_once_queries_stop_not_while_they_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16: after a burst of reads the daemon gives freed heap back, at most once per interval.
+
+    The real ``malloc_trim`` runs; it is only wrapped to count the calls (its effect on RSS
+    is measured by benchmarks/bench_daemon.py, too noisy for a unit test).
+    """
+    from ctxos.daemon import context as context_module
+    from ctxos.daemon import malloc_tune
+
+    calls: list[int] = []
+    real_trim = malloc_tune.trim
+
+    def counted_trim() -> None:
+        calls.append(ctx._reads_in_flight)
+        real_trim()
+
+    monkeypatch.setattr(malloc_tune, "trim", counted_trim)
+    monkeypatch.setattr(context_module, "READ_TRIM_INTERVAL_S", 2.0)
+    ctx = DaemonContext(Path("/nonexistent"), _NoEngine())
+
+    async def until(count: int, timeout: float = 10.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(calls) < count and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def burst() -> None:
+        await asyncio.gather(*(ctx.run_read(sum, range(1000)) for _ in range(20)))  # the pool stays busy
+        await until(1)
+        assert len(calls) == 1, "one trim after the burst, none per read"
+        await asyncio.gather(*(ctx.run_read(sum, range(1000)) for _ in range(5)))
+        await asyncio.sleep(0.1)
+        assert len(calls) == 1, "the next idle moment within the interval waits"
+        await until(2)
+        assert len(calls) == 2, "and trims once the interval has passed"
+
+    try:
+        asyncio.run(burst())
+    finally:
+        ctx.shutdown_executors()
+    assert calls == [0, 0]  # never while a read was in flight
