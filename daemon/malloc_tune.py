@@ -9,7 +9,9 @@ the write thread each keep their own high-water mark. So the daemon, before
 starting threads, caps the arenas at ``ARENA_MAX``, and trims after work
 that allocates a lot and then lets it go: the initial load, and every job on
 the background thread (governance, communities, and the graph refresh that
-follows each change batch, so a burst is trimmed too). ``CTXOS_MALLOC_TUNING=0`` turns both off (for comparisons).
+follows each change batch, so a burst is trimmed too), and once queries stop
+(``DaemonContext._trim_after_reads``, at most once a second). ``CTXOS_MALLOC_TUNING=0``
+turns both off (for comparisons).
 """
 
 from __future__ import annotations
