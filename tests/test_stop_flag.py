@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ctxos.daemon.leiden_process import IsolatedDetector
 from ctxos.services.engine import Engine
-from ctxos.services.governance import governance_report
+from ctxos.services.governance import expire_scratch, governance_report
 from ctxos.services.graph import build_graph
 from ctxos.services.semantic import VectorIndex
 from ctxos.services.similarity import similarity_join
@@ -70,6 +70,47 @@ def test_link_graph_build_stops_when_asked(make_workspace) -> None:
             build_graph(memories, engine.store.resolve_link, check=flag.check)
     finally:
         engine.close()
+
+
+class _StopAfter(StopFlag):
+    """A stop flag whose owner stops after ``checks`` checks (a stop arriving mid-job, deterministically)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.left = checks
+
+    def check(self) -> None:
+        if self.left == 0:
+            self.stop()
+        self.left -= 1
+        super().check()
+
+
+def test_scratch_expiry_stops_between_two_moves(make_workspace) -> None:
+    """At 100,000 generated memories the start-up expiry moved 12,599 files in ~45 s: a stop must not wait."""
+    old = "created: 2020-01-01\nmodified: 2020-01-01T00:00:00\n"
+    files = {f"09-scratch/s{i}.md": f"---\nid: s{i}\ntype: scratch\n{old}---\nScratch {i}.\n" for i in range(5)}
+    root = make_workspace(files)
+    engine = Engine(root)
+    engine.load()
+    try:
+        engine.stop_flag = _StopAfter(2)  # two moves, then the owner stops
+        with pytest.raises(Cancelled):
+            expire_scratch(engine)
+        left = sorted(p.name for p in (root / "09-scratch").glob("*.md"))
+        assert len(left) == 3  # two moved whole, the rest untouched
+    finally:
+        engine.close()
+    again = Engine(root)
+    again.load()
+    try:
+        assert sorted(m.id for m in again.store.memories.values() if m.type == "scratch") == [
+            p.removesuffix(".md") for p in left
+        ]
+    finally:
+        again.close()
 
 
 def test_governance_report_stops_with_the_engine_flag(make_workspace) -> None:

@@ -115,6 +115,9 @@ def expire_scratch(engine: EngineView, now: datetime | None = None) -> list[dict
     settings = GovernanceSettings.from_config(engine.config)
     done, moved = [], []
     for memory in scratch_expired(memory_snapshot(engine), now or _utcnow(), settings.scratch_ttl_days):
+        # Between two moves: at SIGTERM the files already moved stay moved (each move is whole), their
+        # history is still recorded, and the next start's scan takes them out of the store and index.
+        engine.stop_flag.check()
         try:
             src, dst = archive_memory(engine.root, engine.store, memory.id)
         except WriteRefused as exc:  # changed or gone meanwhile: the next run sees it again
