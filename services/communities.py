@@ -303,7 +303,7 @@ def _naming_stemmer() -> Callable[[str], list[str]]:
     """
     from whoosh.analysis import StemmingAnalyzer
 
-    analyzer = StemmingAnalyzer(cachesize=0)  # the index's analyzer (index._ANALYZER) without its cache
+    analyzer = StemmingAnalyzer(cachesize=0)  # the index's analyzer (analysis.ANALYZER) without its cache
     memo: dict[str, list[str]] = {}
 
     def stems(word: str) -> list[str]:
@@ -321,7 +321,7 @@ def _terms(memory: Any, stems_of: Callable[[str], list[str]] | None = None) -> l
     Folders are included because vaults that use no tags (Obsidian's own help) file
     notes by topic in folders; a folder name is a person's own label for its notes.
     """
-    from .index import analyze
+    from .analysis import analyze
 
     stem_fn = stems_of if stems_of is not None else analyze
 

@@ -19,7 +19,7 @@ daemon costs milliseconds instead of a merge of the whole index.
 Searching: Whoosh's matcher tree (a Python object per posting step) was most
 of a query's cost, so each query word's BM25F scores are computed once per
 index generation with Whoosh's own scorer and summed from arrays after that
-(``_PostingCache``); results equal a Whoosh search. The sums and the top-K
+(``PostingCache`` in services/postings.py); results equal a Whoosh search. The sums and the top-K
 choice run in numpy over those arrays, and document frequencies and IDFs are
 read once per generation, not per query.
 """
@@ -32,25 +32,21 @@ import re
 import shutil
 import threading
 import time
-from array import array
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 from whoosh import index as whoosh_index
-from whoosh.analysis import STOP_WORDS, StemmingAnalyzer
 from whoosh.codec import default_codec
 from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
-from whoosh.lang.porter import stem
 from whoosh.query import Term
 from whoosh.writing import CLEAR, NO_MERGE, SegmentWriter
 
+from .analysis import ANALYZER, analyze, index_tokens
 from .model import Memory
+from .postings import PostingCache, Searcher, top_documents
 
 log = logging.getLogger(__name__)
 
@@ -62,78 +58,10 @@ WRITER_TIMEOUT_S = 10.0  # wait this long for another writer's lock
 COMMON_TERM_SHARE = 0.2  # words in more than this share of memories skip the top-K walk
 COMMON_TERM_MIN_DOCS = 50  # ... but never below this many documents
 GENERATION_CHECK_S = 1.0  # readers look for other processes' commits at most this often
-POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
-TERM_STATS_MAX = 50_000  # cached document frequencies / IDFs per generation (then started afresh)
-ANALYZE_CACHE_CHARS = 64  # texts up to this long (words, not documents) have their tokens cached
 PROGRESS_EVERY = 100  # rebuild / extend report progress this often (documents)
 
 
-class _Reader(Protocol):
-    def generation(self) -> int: ...
-
-
-class _Searcher(Protocol):
-    """The part of Whoosh's ``Searcher`` used here (whoosh-reloaded ships no type information)."""
-
-    def reader(self) -> _Reader: ...
-    def close(self) -> None: ...
-    def context(self) -> object: ...
-    def doc_count(self) -> int: ...
-    def doc_frequency(self, fieldname: str, text: str) -> int: ...
-    def idf(self, fieldname: str, text: str) -> float: ...
-    def document_number(self, *, path: str) -> int | None: ...
-    def stored_fields(self, docnum: int) -> dict[str, str]: ...
-
-
-_ANALYZER = StemmingAnalyzer()
 _ID_SPLIT_RE = re.compile(r"[-_.\s/]+")
-
-
-def analyze(text: str) -> list[str]:
-    """The index's own tokens for ``text`` (lowercased, stop words dropped, stemmed).
-
-    Exposed so scoring compares query and memory text with the same stemmer
-    the index uses. Short texts (query words) are cached: a query analyses
-    its words several times.
-    """
-    if len(text) <= ANALYZE_CACHE_CHARS:
-        return list(_analyze_short(text))
-    return [token.text for token in _ANALYZER(text)]
-
-
-@lru_cache(maxsize=8192)
-def _analyze_short(text: str) -> tuple[str, ...]:
-    return tuple(token.text for token in _ANALYZER(text))
-
-
-_TOKEN_RE = re.compile(r"[\w\*]+(?:\.?[\w\*]+)*")  # Whoosh's default_pattern, without its capturing group
-_STOP_WORDS = frozenset(STOP_WORDS)
-_STEMS: dict[str, str] = {}
-_STEMS_MAX = 500_000  # distinct words memoised per process (a builder's lifetime is one build)
-
-
-def index_tokens(text: str) -> list[str]:
-    """``analyze(text)`` in one loop: the tokens a builder hands Whoosh pre-analysed.
-
-    The same tokens as ``_ANALYZER`` (RegexTokenizer, LowercaseFilter,
-    StopFilter with minsize 2, StemFilter: checked equal on the 10,000-memory
-    corpus and edge cases in tests/test_cold_build.py) at a third of the CPU:
-    Whoosh's chain runs five generators per token and a pure-Python LFU cache
-    around the stemmer. Whoosh indexes a list of strings as given.
-    """
-    out: list[str] = []
-    stems = _STEMS
-    if len(stems) > _STEMS_MAX:
-        stems.clear()
-    for word in _TOKEN_RE.findall(text):
-        word = word.lower()
-        if len(word) < 2 or word in _STOP_WORDS:
-            continue
-        stemmed = stems.get(word)
-        if stemmed is None:
-            stemmed = stems[word] = stem(word)
-        out.append(stemmed)
-    return out
 
 
 def build_schema() -> Schema:
@@ -144,7 +72,7 @@ def build_schema() -> Schema:
         # No positions: nothing runs a phrase query against the index (the phrase part of the
         # keyword signal reads the text), and BM25F needs only frequencies and lengths. Building
         # without them costs ~20 % less CPU at 10,000 memories, with the same scores.
-        text=TEXT(analyzer=_ANALYZER, phrase=False),
+        text=TEXT(analyzer=ANALYZER, phrase=False),
         tags=KEYWORD(lowercase=True, commas=True, scorable=True, field_boost=1.5),
         checksum=STORED,
     )
@@ -267,7 +195,7 @@ class MemoryIndex:
         self._local = threading.local()
         self._segments = 0
         self._commits = 0
-        self._postings: _PostingCache | None = None
+        self._postings: PostingCache | None = None
         self.recovered: str | None = None  # why the index was recreated at open, if it was
 
     # --- opening ---------------------------------------------------------------
@@ -495,7 +423,7 @@ class MemoryIndex:
                 self._ids[path] = mid
 
     # --- reading -----------------------------------------------------------------
-    def _searcher(self) -> _Searcher:
+    def _searcher(self) -> Searcher:
         """This thread's searcher, refreshed to the last committed generation.
 
         Whether a newer generation exists is asked of the index folder (a
@@ -504,7 +432,7 @@ class MemoryIndex:
         commit by another process); a query asks several times.
         """
         local = self._local
-        searcher: _Searcher | None = getattr(local, "searcher", None)
+        searcher: Searcher | None = getattr(local, "searcher", None)
         now = time.monotonic()
         if searcher is None:
             searcher = self.ix.searcher()
@@ -558,7 +486,7 @@ class MemoryIndex:
 
         Cost: scores come from Whoosh's own BM25F scorer, but per query term
         only once per index generation: each term's postings are walked once
-        and kept as (sorted docnums, scores) arrays (``_PostingCache``), so a
+        and kept as (sorted docnums, scores) arrays (``PostingCache``), so a
         query sums a few arrays instead of running Whoosh's matcher tree over
         every matching document. The top-K ranking uses the selective terms
         (see ``_selective``); the final score of each hit sums all terms.
@@ -577,11 +505,11 @@ class MemoryIndex:
         if restrict_paths is None:
             keys = {(q.fieldname, q.text) for q in self._selective(searcher, queries, cache)}
             ranking = [p for (_, q), p in zip(queries, postings) if (q.fieldname, q.text) in keys]
-            docnums = _top_documents(ranking, limit, cache.doc_count(searcher))
+            docnums = top_documents(ranking, limit, cache.doc_count(searcher))
             if len(docnums) < limit and len(keys) < len(queries):
                 # The selective words found fewer than ``limit`` memories: rank by every word
                 # instead, so pruning never cuts recall at depth (issue 13).
-                docnums = _top_documents(postings, limit, cache.doc_count(searcher))
+                docnums = top_documents(postings, limit, cache.doc_count(searcher))
         else:
             docnums = []
             for path in dict.fromkeys(restrict_paths):
@@ -610,18 +538,18 @@ class MemoryIndex:
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
-    def _posting_cache(self, searcher: _Searcher) -> _PostingCache:
+    def _posting_cache(self, searcher: Searcher) -> PostingCache:
         """The cache for the searcher's generation (a new, empty one after each commit)."""
         generation = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering
         cache = self._postings
         if cache is None or cache.generation != generation:
-            cache = _PostingCache(generation)
+            cache = PostingCache(generation)
             self._postings = cache
         return cache
 
     @staticmethod
     def _selective(
-        searcher: _Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: _PostingCache | None = None
+        searcher: Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: PostingCache | None = None
     ) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
@@ -701,125 +629,3 @@ class MemoryIndex:
         if self._ix is not None:
             self._ix.close()
             self._ix = None
-
-
-Postings = tuple["np.ndarray[Any, np.dtype[np.int32]]", "np.ndarray[Any, np.dtype[np.float64]]"]
-
-
-def _top_documents(postings: Sequence[tuple[tuple[str, ...], float, Postings]], limit: int, docs: int) -> list[int]:
-    """The ``limit`` best document numbers by the weighted sum of the terms' scores.
-
-    Ties go to the lower document number. ``np.bincount`` adds in input order,
-    term after term, so each sum is the same float as adding one posting at a time.
-    """
-    used = [(ids, scores, weight) for _, weight, (ids, scores) in postings if len(ids)]
-    if not used:
-        return []
-    ids = np.concatenate([i for i, _, _ in used])
-    weighted = np.concatenate([s * w for _, s, w in used])
-    size = max(docs, int(ids.max()) + 1)
-    totals = np.bincount(ids, weights=weighted, minlength=size)
-    present = np.zeros(size, dtype=bool)
-    present[ids] = True
-    found = np.flatnonzero(present)
-    values = totals[found]
-    if len(found) > limit:
-        kth = np.partition(values, len(values) - limit)[len(values) - limit]
-        keep = values >= kth  # the best ``limit`` and any ties with the last of them
-        found, values = found[keep], values[keep]
-    order = np.lexsort((found, -values))[:limit]
-    return [int(d) for d in found[order].tolist()]
-
-
-class _PostingCache:
-    """Per index generation: each queried term's BM25F score per document, and stored fields.
-
-    Scores are Whoosh's own (``BM25F`` via the term's matcher, boost 1.0;
-    a query multiplies by its weight), so results equal a Whoosh search.
-    They depend on corpus statistics (IDF, average length), so the cache is
-    dropped whenever the index generation changes. Arrays, not dicts: 12
-    bytes per posting. Bounded by ``POSTING_CACHE_MAX`` postings (least
-    recently used terms go first). Shared by reader threads: entries are
-    only ever added whole, and two threads computing the same term store
-    equal values.
-    """
-
-    def __init__(self, generation: tuple[int, int]) -> None:
-        self.generation = generation
-        self._terms: OrderedDict[tuple[str, str], Postings] = OrderedDict()
-        self._size = 0
-        self._docs: dict[int, tuple[str, str]] = {}
-        self._paths: dict[str, int | None] = {}
-        self._frequencies: dict[tuple[str, str], int] = {}
-        self._idf: dict[str, float] = {}
-        self._doc_count: int | None = None
-        self._lock = threading.Lock()
-
-    def postings(self, searcher: _Searcher, fieldname: str, text: str) -> Postings:
-        key = (fieldname, text)
-        entry = self._terms.get(key)
-        if entry is not None:
-            try:
-                self._terms.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-            return entry
-        ids, scores = array("i"), array("d")
-        matcher = Term(fieldname, text).matcher(searcher, searcher.context())
-        append_id, append_score = ids.append, scores.append
-        while matcher.is_active():
-            append_id(matcher.id())
-            append_score(matcher.score())
-            matcher.next()
-        entry = (np.frombuffer(ids, dtype=np.int32), np.frombuffer(scores, dtype=np.float64))
-        with self._lock:
-            if key not in self._terms:
-                self._terms[key] = entry
-                self._size += len(ids)
-                while self._size > POSTING_CACHE_MAX and len(self._terms) > 1:
-                    _, (old_ids, _) = self._terms.popitem(last=False)
-                    self._size -= len(old_ids)
-        return entry
-
-    def doc_count(self, searcher: _Searcher) -> int:
-        """Documents in this generation."""
-        if self._doc_count is None:
-            self._doc_count = searcher.doc_count()
-        return self._doc_count
-
-    def doc_frequency(self, searcher: _Searcher, fieldname: str, text: str) -> int:
-        """Whoosh's document frequency of a term, read once per generation."""
-        key = (fieldname, text)
-        found = self._frequencies.get(key)
-        if found is None:
-            if len(self._frequencies) >= TERM_STATS_MAX:
-                self._frequencies = {}  # replaced whole: another thread keeps the dict it read
-            found = self._frequencies[key] = searcher.doc_frequency(fieldname, text)
-        return found
-
-    def idf(self, searcher: _Searcher, token: str) -> float:
-        """Whoosh's IDF of a text-field token, computed once per generation."""
-        found = self._idf.get(token)
-        if found is None:
-            if len(self._idf) >= TERM_STATS_MAX:
-                self._idf = {}
-            found = self._idf[token] = float(searcher.idf("text", token))
-        return found
-
-    def docnum(self, searcher: _Searcher, path: str) -> int | None:
-        """The document number of ``path`` in this generation (None when not indexed)."""
-        try:
-            return self._paths[path]
-        except KeyError:
-            found = searcher.document_number(path=path)
-            self._paths[path] = found
-            return found
-
-    def doc(self, searcher: _Searcher, docnum: int) -> tuple[str, str]:
-        """(id, path) of a document number in this generation."""
-        found = self._docs.get(docnum)
-        if found is None:
-            fields = searcher.stored_fields(docnum)
-            found = (fields["id"], fields["path"])
-            self._docs[docnum] = found
-        return found

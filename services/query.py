@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, overload
 
+from .analysis import analyze
 from .federation import join_federated
-from .index import analyze
 from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER

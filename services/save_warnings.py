@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .index import analyze
+from .analysis import analyze
 from .memory_file import L0_MAX_CHARS
 from .model import Memory
 from .ontology import TYPE_ORDER

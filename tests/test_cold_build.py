@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from ctxos.client.commands.daemon_cmds import format_status
 from ctxos.client.progress import ProgressDisplay
+from ctxos.services.analysis import analyze, index_tokens
 from ctxos.services.engine import Engine
 from ctxos.services.engine import lifecycle as engine_lifecycle
-from ctxos.services.index import analyze, index_tokens
 from ctxos.services.index_build import STAGING_FOLDER
 from ctxos.services.semantic.vectors import CACHE_FOLDER
 from daemon_helpers import memory_text, start_daemon

@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from ctxos.services.index import MemoryIndex, analyze
+from ctxos.services.analysis import analyze
+from ctxos.services.index import MemoryIndex
 from ctxos.services.model import Memory
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import schemas
+from ..analysis import analyze
 from ..engine import ChangeSummary
 from ..engine_view import loaded_index
 from ..flags import FlagError, flag_memory
 from ..governance import governance_report
-from ..index import analyze
 from ..jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
 from ..model import Memory
 from ..proposals import (

@@ -13,8 +13,9 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC
 
+from ..analysis import analyze
 from ..graph import LinkGraph, build_graph
-from ..index import analyze, heading_text
+from ..index import heading_text
 from ..model import Memory
 from ..render import catalog_line, memory_block
 from ..render_cache import RenderedBlock
