@@ -75,6 +75,11 @@ class MemoryStore:
     def invalid_files(self) -> builtins.list[InvalidFile]:
         return sorted(self.invalid.values(), key=lambda f: f.rel_path)
 
+    def parsed_memories(self) -> builtins.list[Memory]:
+        """Each file's memory as its file parsed (before a stem rename gave it a qualified id): what the parse cache keeps."""
+        parsed, served, shadowed = dict(self._parsed), dict(self.by_path), dict(self._shadowed)
+        return [parsed.get(path) or memory for path, memory in (*served.items(), *shadowed.items())]
+
     def known_paths(self) -> set[str]:
         return set(self.by_path) | set(self.invalid) | set(self._shadowed)
 

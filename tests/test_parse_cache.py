@@ -77,6 +77,44 @@ def test_deferred_save_writes_the_cache_after_the_load(make_workspace) -> None:
     assert _hits(root) == 12
 
 
+def test_close_writes_what_changed_while_loaded_so_the_next_start_parses_nothing(make_workspace) -> None:
+    """Issue 16: the cache was only written after a load, so every file changed while a daemon ran was
+    parsed again at its next start. Files named by their stem (qualified ids) are kept as parsed."""
+    files = {f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(20)}
+    files["03-projects/a/Templates.md"] = "---\ntype: project\n---\nTemplates of project a.\n"
+    files["05-resources/b/Templates.md"] = "---\ntype: resource\n---\nTemplates of resource b.\n"
+    root = make_workspace(files)
+    engine = _load(root)
+    edited = root / "05-resources/n3.md"
+    edited.write_text(memory_text("n3", "Edited while the engine ran."))
+    os.utime(edited, (1_900_000_000, 1_900_000_000))
+    (root / "05-resources/n20.md").write_text(memory_text("n20", "Added while the engine ran."))
+    (root / "05-resources/n4.md").unlink()
+    engine.apply_changes(["05-resources/n3.md", "05-resources/n20.md", "05-resources/n4.md"])
+    served = sorted(engine.store.memories)
+    assert "n20" in served and "n4" not in served and len(served) == 22
+    engine.close()  # writes the cache: the store changed since the load wrote it
+    again = _load(root)
+    try:
+        assert again.parse_cache_hits == 22  # nothing parsed afresh
+        assert sorted(again.store.memories) == served  # the two Templates keep their qualified ids
+        assert "Edited while" in again.get_memory("n3").l1 + again.get_memory("n3").l2
+    finally:
+        again.close()
+
+
+def test_close_does_not_write_parses_made_under_an_older_config(make_workspace) -> None:
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(6)})
+    engine = _load(root)
+    (root / "05-resources/n6.md").write_text(memory_text("n6", "Added."))
+    engine.apply_changes(["05-resources/n6.md"])
+    (root / "_config.yaml").write_text((root / "_config.yaml").read_text() + "\nlimits:\n  max_file_bytes: 100000\n")
+    engine.reload_config()
+    engine.close()  # parsed under the old config: not written under the new one's fingerprint
+    assert _hits(root) == 0  # the new config's first start parses every file (and writes the cache)
+    assert _hits(root) == 7
+
+
 @pytest.mark.slow
 def test_the_daemon_writes_the_parse_cache_after_it_is_ready(make_workspace) -> None:
     from daemon_helpers import start_daemon

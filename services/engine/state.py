@@ -95,6 +95,10 @@ class EngineState:
         self.on_progress: ProgressCallback | None = None
         self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
         self._parse_cache_due: list[Memory | InvalidFile] | None = None  # a scan load() writes to the cache
+        self._parse_cache_due_generation = 0  # the store generation ``_parse_cache_due`` describes
+        self._parse_cache_generation: int | None = None  # the store generation the cache on disk describes
+        self._load_completed = False  # a load ran to its end (a cold build serves queries before that)
+        self._parse_fingerprint = ""  # parse_cache.fingerprint of the config the store was parsed under
         self.defer_parse_cache = False  # the daemon sets it: it writes the cache after ready (save_parse_cache)
         # How a cold build or rebuild builds its chunks (services/index_build.py: parse, index into
         # a segment, embed): ``map`` here, in this process; the daemon passes a pool of builder
