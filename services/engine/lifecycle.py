@@ -127,12 +127,10 @@ class Lifecycle(EngineState):
             self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
             self._load_completed = True
             self._parse_fingerprint = parse_cache.fingerprint(self.config.data)
-            if self._parse_cache_due is None:
+            if not self._parse_cache_due:
                 self._parse_cache_generation = self._generation  # the cache on disk describes this store
-            else:
-                self._parse_cache_due_generation = self._generation
-                if not self.defer_parse_cache:
-                    self.save_parse_cache()
+            elif not self.defer_parse_cache:
+                self.save_parse_cache()
         finally:
             collector.resume()
             self._set_progress(None)
@@ -149,13 +147,18 @@ class Lifecycle(EngineState):
         Entries are checked against each file's mtime and size when read, so a
         memory that changed before the write is simply parsed again next time.
         """
-        items, self._parse_cache_due = self._parse_cache_due, None
-        if items is None or self.state_dir is None:
+        due, self._parse_cache_due = self._parse_cache_due, False
+        return due and self._write_parse_cache()
+
+    def _write_parse_cache(self) -> bool:
+        """Write the store's current parses (``MemoryStore.parsed_memories``) under the load's fingerprint."""
+        if self.store is None or self.state_dir is None:
             return False
-        saved = parse_cache.save(self.state_dir, self._parse_fingerprint, items)
-        if saved:
-            self._parse_cache_generation = self._parse_cache_due_generation
-        return saved
+        generation = self._generation  # before the copy: a change meanwhile only makes the next write due
+        if not parse_cache.save(self.state_dir, self._parse_fingerprint, self.store.parsed_memories()):
+            return False
+        self._parse_cache_generation = generation
+        return True
 
     def _save_changed_parse_cache(self) -> None:
         """At close: rewrite the parse cache when the store changed since the cache on disk was written.
@@ -167,15 +170,14 @@ class Lifecycle(EngineState):
         (``MemoryStore.parsed_memories``: as parsed, before a stem rename), each
         reused next time only if its file's mtime and size still match.
         """
-        if not self._load_completed or self.store is None or self.state_dir is None:
+        if not self._load_completed:
             return  # never loaded, or stopped mid-build: the next start scans and parses anyway
         if self._generation == self._parse_cache_generation:
             return  # the cache on disk describes this store
         if parse_cache.fingerprint(self.config.data) != self._parse_fingerprint:
             return  # the config changed since the files were parsed: the next start parses under the new one
-        self._parse_cache_due = None  # superseded: the current store is written instead
-        if parse_cache.save(self.state_dir, self._parse_fingerprint, self.store.parsed_memories()):
-            self._parse_cache_generation = self._generation
+        self._parse_cache_due = False
+        self._write_parse_cache()
 
     def _scan_reusing_cache(self) -> list[Memory | InvalidFile]:
         """Every file, parsed, except those the parse cache still describes (a warm start's main saving).
@@ -195,7 +197,7 @@ class Lifecycle(EngineState):
         items = scan_workspace(self.root, self.config, self._reporter("load", READING), reuse)
         fresh = sum(1 for m in items if isinstance(m, Memory) and cached.get(m.rel_path) is not m)
         if fresh or len(cached) != sum(1 for m in items if isinstance(m, Memory)):
-            self._parse_cache_due = items  # written by load once released (the next start reads no text)
+            self._parse_cache_due = True  # written by load once released (the next start reads no text)
         self.parse_cache_hits = sum(1 for m in items if isinstance(m, Memory)) - fresh
         return items
 
@@ -230,11 +232,10 @@ class Lifecycle(EngineState):
         started = Progress("cold build", INDEXING, 0, total)
         self._set_progress(started)
         done = 0
-        parsed: list[Memory | InvalidFile] = []
         builder = self._builder()
+        chunks = cold_chunks(paths)
         try:
-            for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
-                parsed += built.items
+            for chunk, built in zip(chunks, self.build_map(builder, chunks)):
                 changed = store.add_items(built.items)
                 if built.segment is not None:
                     index.add_segments([built.segment])
@@ -258,7 +259,7 @@ class Lifecycle(EngineState):
         if self.vectors is not None:
             self.vectors.sync(list(store.memories.values()))  # ids the last chunk renamed, say
             self.vectors.flush()  # the builders' rows, into the embedding cache
-        self._parse_cache_due = parsed
+        self._parse_cache_due = True
         summary.updated = sorted(store.memories)
         summary.paths = sorted(m.rel_path for m in store.memories.values())
 
@@ -372,7 +373,8 @@ class Lifecycle(EngineState):
             staged: list[StagedSegment] = []
             rows: dict[str, np.ndarray] = {}
             done = 0
-            for chunk, built in zip(cold_chunks(paths), self.build_map(builder, cold_chunks(paths))):
+            chunks = cold_chunks(paths)
+            for chunk, built in zip(chunks, self.build_map(builder, chunks)):
                 items += built.items
                 if built.segment is not None:
                     staged.append(built.segment)

@@ -20,7 +20,6 @@ from ..config import Config
 from ..graph import LinkGraph
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
-from ..model import InvalidFile, Memory
 from ..progress import Progress, ProgressCallback
 from ..render_cache import BlockCache
 from ..semantic import PrototypeClassifier, VectorIndex
@@ -94,8 +93,7 @@ class EngineState:
         self.progress: Progress | None = None
         self.on_progress: ProgressCallback | None = None
         self.parse_cache_hits = 0  # files a warm load took from the parse cache (services/parse_cache)
-        self._parse_cache_due: list[Memory | InvalidFile] | None = None  # a scan load() writes to the cache
-        self._parse_cache_due_generation = 0  # the store generation ``_parse_cache_due`` describes
+        self._parse_cache_due = False  # the last load parsed files the cache on disk does not hold
         self._parse_cache_generation: int | None = None  # the store generation the cache on disk describes
         self._load_completed = False  # a load ran to its end (a cold build serves queries before that)
         self._parse_fingerprint = ""  # parse_cache.fingerprint of the config the store was parsed under
