@@ -13,19 +13,29 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class Response(BaseModel):
     """Base of every response model: the listed fields typed, anything else kept as it came."""
 
     model_config = ConfigDict(extra="allow")
+    _built_from: dict[str, Any] | None = PrivateAttr(default=None)  # set by ``unchecked``
 
     def data(self) -> dict[str, Any]:
         """The JSON the operation answers: exactly the keys it was built from."""
+        if self._built_from is not None:
+            return self._built_from
         return self.model_dump(mode="json", exclude_unset=True)
+
+    @classmethod
+    def unchecked(cls, data: dict[str, Any]) -> Self:
+        """A response around ``data`` as it is, not validated, whose ``data()`` is ``data`` itself."""
+        made = cls.model_construct(**data)
+        made._built_from = data
+        return made
 
 
 class Item(Response):
@@ -284,18 +294,24 @@ R = TypeVar("R", bound=Response)
 P = ParamSpec("P")
 
 
-def answers(model: type[R]) -> Callable[[Callable[P, dict[str, Any]]], Callable[P, R]]:
+def answers(model: type[R], *, check: bool = True) -> Callable[[Callable[P, dict[str, Any]]], Callable[P, R]]:
     """Type a use case by its response model: the data it builds is checked into ``model``.
 
     ``model.model_validate(data)`` keeps every key the use case produced (``Response.data()``
     gives them back as they were) and fails loudly if a listed field is missing or of another
     type, so a response that drifts from its contract is a bug found, not a client surprised.
+
+    ``check=False`` is for the query path, whose data is built from typed dataclasses
+    (``ContextResult.to_dict``): checking ~130 selected entries and dumping them again was
+    ~0.6 ms of every ``get_context`` on the daemon's one interpreter lock (issue 16). The
+    data is answered as built; tests/test_responses.py checks it against the model instead.
     """
 
     def wrap(build: Callable[P, dict[str, Any]]) -> Callable[P, R]:
         @functools.wraps(build)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            return model.model_validate(build(*args, **kwargs))
+            data = build(*args, **kwargs)
+            return model.model_validate(data) if check else model.unchecked(data)
 
         return run
 
