@@ -8,9 +8,11 @@ memory many others point to is a hub worth loading), rescaled so the least
 linked memory gets 0 and the most authoritative 1. Links that name no memory
 are kept as ``dangling`` for governance.
 
-Plain data plus igraph's C PageRank: building it for 10,000 memories takes a
-fraction of a second, so the engine rebuilds it lazily after changes instead
-of patching it. ``communities.py`` (Leiden) reads ``edges()``.
+Plain data plus igraph's C PageRank: building it for 10,000 memories takes
+~220 ms. The engine builds it lazily after changes, and patches it when few
+memories changed (``graph_update.py``: an editor's save costs ~15 ms); this
+full build is the reference the patch must equal, and the path for bursts.
+``communities.py`` (Leiden) reads ``edges()``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ IMPLICIT_WEIGHT = 0.5
 # A tag carried by more memories than this is too generic to link them all
 # (and pairing them is quadratic); it is skipped for implicit edges.
 MAX_TAG_MEMBERS = 300
+
+
+# One memory's resolved links: (link text, the id it names, or None when it names no memory).
+ResolvedLinks = tuple[tuple[str, str | None], ...]
 
 
 @dataclass
@@ -93,33 +99,90 @@ def build_graph(
     must not wait for it).
     """
     memories = list(memories)
+    links = resolve_all_links(memories, {m.id for m in memories}, resolve, check)
+    return graph_from_links(
+        memories, links, min_shared_tags=min_shared_tags, max_tag_members=max_tag_members, damping=damping, check=check
+    )
+
+
+def graph_from_links(
+    memories: list[Memory],
+    links: dict[str, ResolvedLinks],
+    *,
+    min_shared_tags: int = 2,
+    max_tag_members: int = MAX_TAG_MEMBERS,
+    damping: float = 0.85,
+    check: Check = never,
+) -> LinkGraph:
+    """``build_graph`` once the links are resolved (``resolve_all_links``; the incremental update keeps them)."""
     graph = LinkGraph(nodes=sorted(m.id for m in memories))
-    known = set(graph.nodes)
-    resolved_of: dict[tuple[str, str], str | None] = {}  # one lookup per link text and folder
-    for memory in checked(memories, check):
-        folder = memory.rel_path.rpartition("/")[0]
-        for target in memory.links:
-            resolved: str | None
-            if target in known:
-                resolved = target
-            else:
-                key = (target, folder)
-                try:
-                    resolved = resolved_of[key]
-                except KeyError:
-                    resolved = resolved_of[key] = resolve(target, memory.rel_path)
-            if resolved is None or resolved not in known:
-                graph.dangling.append((memory.id, target))
-            elif resolved != memory.id:
-                graph.outgoing.setdefault(memory.id, set()).add(resolved)
-                graph.incoming.setdefault(resolved, set()).add(memory.id)
-    graph.dangling.sort()
+    add_explicit_edges(graph, links)
     check()
     if min_shared_tags > 0:
         _add_implicit_edges(graph, memories, min_shared_tags, max_tag_members)
     check()
-    graph.authority = _authority(graph, damping)
+    graph.authority = authority(graph, damping)
     return graph
+
+
+def resolve_links(
+    memory: Memory,
+    known: set[str],
+    resolve: Callable[[str, str], str | None],
+    cache: dict[tuple[str, str], str | None] | None = None,
+) -> ResolvedLinks:
+    """What each of ``memory.links`` names: an id in ``known``, or None (dangling).
+
+    A link text that is itself a known id names it; anything else goes to
+    ``resolve``. ``cache`` keeps one lookup per link text and folder (the
+    answer depends on the linking note's folder only).
+    """
+    folder = memory.rel_path.rpartition("/")[0]
+    out: list[tuple[str, str | None]] = []
+    for target in memory.links:
+        resolved: str | None
+        if target in known:
+            resolved = target
+        elif cache is None:
+            resolved = resolve(target, memory.rel_path)
+        else:
+            key = (target, folder)
+            try:
+                resolved = cache[key]
+            except KeyError:
+                resolved = cache[key] = resolve(target, memory.rel_path)
+        out.append((target, resolved if resolved is not None and resolved in known else None))
+    return tuple(out)
+
+
+def resolve_all_links(
+    memories: Iterable[Memory], known: set[str], resolve: Callable[[str, str], str | None], check: Check = never
+) -> dict[str, ResolvedLinks]:
+    """``resolve_links`` for every memory that has links, by id."""
+    cache: dict[tuple[str, str], str | None] = {}
+    resolved: dict[str, ResolvedLinks] = {}
+    for memory in checked(memories, check):
+        links = resolve_links(memory, known, resolve, cache)
+        if links:
+            resolved[memory.id] = links
+    return resolved
+
+
+def add_explicit_edges(graph: LinkGraph, resolved: dict[str, ResolvedLinks]) -> None:
+    """Fill ``outgoing``, ``incoming`` and ``dangling`` from every memory's resolved links."""
+    for source, links in resolved.items():
+        for target, found in links:
+            if found is None:
+                graph.dangling.append((source, target))
+            elif found != source:
+                graph.outgoing.setdefault(source, set()).add(found)
+                graph.incoming.setdefault(found, set()).add(source)
+    graph.dangling.sort()
+
+
+def tag_set(memory: Memory) -> list[str]:
+    """A memory's tags as implicit edges compare them: trimmed, lower-cased, unique, sorted."""
+    return sorted({t.strip().lower() for t in memory.tags if t and t.strip()})
 
 
 def _add_implicit_edges(graph: LinkGraph, memories: list[Memory], min_shared: int, max_members: int) -> None:
@@ -135,7 +198,7 @@ def _add_implicit_edges(graph: LinkGraph, memories: list[Memory], min_shared: in
     tag_sets: list[tuple[str, list[str]]] = []
     members: dict[str, int] = defaultdict(int)
     for memory in memories:
-        tags = sorted({t.strip().lower() for t in memory.tags if t and t.strip()})
+        tags = tag_set(memory)
         tag_sets.append((memory.id, tags))
         for tag in tags:
             members[tag] += 1
@@ -160,7 +223,7 @@ def _add_implicit_edges(graph: LinkGraph, memories: list[Memory], min_shared: in
         others.discard(a)
 
 
-def _authority(graph: LinkGraph, damping: float) -> dict[str, float]:
+def authority(graph: LinkGraph, damping: float) -> dict[str, float]:
     """PageRank over explicit links, rescaled to 0..1 (0 for everyone when there are no links)."""
     edges = graph.explicit_edges()
     if not edges:

@@ -34,6 +34,22 @@ def _link_key(text: str) -> str:
     return _DASHES.sub("-", text.strip().casefold())  # compiled once: 30,000 calls per load at 10,000
 
 
+def _loose_names(memory: Memory) -> tuple[str, ...]:
+    """The loose keys (``_link_key``) of a memory's title, frontmatter title, file stem and id."""
+    names = (memory.title, memory.frontmatter_title, stem_of(memory.rel_path), memory.id)
+    return tuple(dict.fromkeys(_link_key(name) for name in names if name))
+
+
+def _side_stem(side: str, source: str | None) -> str:
+    """The ``_by_stem`` key ``_resolve_side`` looks a link (one side of ``a|b``) up under."""
+    text, _ = normalise_target(without_suffix(side), source)
+    return path_key(text).rsplit("/", 1)[-1]
+
+
+# Prefixes of MemoryStore.link_lookups / memory_lookups: an exact id, a file stem, a loose name.
+_ID_KEY, _STEM_KEY, _LOOSE_KEY = "i:", "s:", "l:"
+
+
 def _named_by_path(memory: Memory) -> bool:
     """True when the file has no ``id`` key: its id comes from its path (and may be qualified)."""
     return not memory.explicit_id
@@ -110,10 +126,32 @@ class MemoryStore:
                 return side  # a qualified id (Plugins.Templates)
         return None
 
+    def link_lookups(self, target: str, source: str | None = None) -> set[str]:
+        """The catalog entries ``resolve_link(target, source)`` reads (see ``memory_lookups``).
+
+        A link's answer can change only when a memory found under one of these
+        entries comes, goes or changes: the incremental graph update
+        (``services/graph_update.py``) re-resolves just those links.
+        """
+        keys = {_ID_KEY + target}
+        for side in target.split("|"):
+            side = side.strip()
+            if side:
+                keys.add(_ID_KEY + side)
+                keys.add(_STEM_KEY + _side_stem(side, source))
+                keys.add(_LOOSE_KEY + _link_key(side))
+        return keys
+
+    def memory_lookups(self, memory: Memory) -> set[str]:
+        """The catalog entries a memory is found under: its id, its file stem and its loose names."""
+        keys = {_ID_KEY + memory.id, _STEM_KEY + stem_of(memory.rel_path).casefold()}
+        keys.update(_LOOSE_KEY + key for key in _loose_names(memory))
+        return keys
+
     def _resolve_side(self, side: str, source: str | None) -> str | None:
         text, anchored = normalise_target(without_suffix(side), source)
         key = path_key(text)
-        stem = key.rsplit("/", 1)[-1]
+        stem = key.rsplit("/", 1)[-1]  # as _side_stem
         paths = self._by_stem.get(stem, ())
         if "/" in key or anchored:
             exact = [p for p in paths if path_key(without_suffix(p)) == key]
@@ -283,8 +321,7 @@ class MemoryStore:
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
         _tuple_add(self._by_stem, stem.casefold(), memory.rel_path)
-        names = (memory.title, memory.frontmatter_title, stem, memory.id)
-        keys = tuple(dict.fromkeys(_link_key(name) for name in names if name))
+        keys = _loose_names(memory)
         for key in keys:
             _tuple_add(self._loose, key, memory.id)
         self._loose_keys[memory.id] = keys

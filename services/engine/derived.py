@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC
 
 from ..analysis import analyze
-from ..graph import LinkGraph, build_graph
+from ..graph import LinkGraph
 from ..index import heading_text
 from ..model import Memory
 from ..render import catalog_line, memory_block
@@ -80,11 +80,10 @@ class DerivedState(EngineState):
             if cached is not None and cached[0] == generation:
                 return cached[1]
             min_shared = self.config.settings.graph.implicit_edge_min_shared_tags
-            graph = build_graph(
-                list(self.store.memories.values()),
-                self.store.resolve_link,
-                min_shared_tags=min_shared,
-                check=self.stop_flag.check,
+            # Patched from the last graph when a few memories changed (an editor's save), built in
+            # full otherwise (services/graph_update.py); the same graph either way.
+            graph = self._graph_tracker.graph_for(
+                self.store.memories, self.store, min_shared_tags=min_shared, check=self.stop_flag.check
             )
             self._graph = (generation, graph)
         if self.allow_stale_graph and self._community_override is None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..access_log import AccessLog
 from ..config import Config
 from ..graph import LinkGraph
+from ..graph_update import GraphTracker
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
 from ..progress import Progress, ProgressCallback
@@ -67,6 +68,7 @@ class EngineState:
         self._generation = 0
         self._derived_lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
+        self._graph_tracker = GraphTracker()  # what the graph was built from, to patch it (graph_update.py)
         # The daemon sets this: queries then use the last built graph and the
         # daemon calls refresh_graph() after each change batch (see graph()).
         self.allow_stale_graph = False
