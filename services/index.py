@@ -17,11 +17,11 @@ merged only once more than ``MAX_SEGMENTS`` have piled up, so a save in the
 daemon costs milliseconds instead of a merge of the whole index.
 
 Searching: Whoosh's matcher tree (a Python object per posting step) was most
-of a query's cost, so each query word's BM25F scores are computed once per
-index generation with Whoosh's own scorer and summed from arrays after that
-(``PostingCache`` in services/postings.py); results equal a Whoosh search. The sums and the top-K
-choice run in numpy over those arrays, and document frequencies and IDFs are
-read once per generation, not per query.
+of a query's cost, so each query word's postings are read per segment as
+arrays (services/postings.py) and scored with Whoosh's BM25F formula in numpy;
+results equal a Whoosh search. What was read from a segment is kept across
+commits (segments never change once written), so an edit's commit, which adds
+one small segment, costs the next query only that segment's reads.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from whoosh.writing import CLEAR, NO_MERGE, SegmentWriter
 
 from .analysis import ANALYZER, analyze, index_tokens
 from .model import Memory
-from .postings import PostingCache, Searcher, top_documents
+from .postings import Generation, Postings, Searcher, SegmentCache, SegmentDocs, top_documents
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,8 @@ class MemoryIndex:
         self._local = threading.local()
         self._segments = 0
         self._commits = 0
-        self._postings: PostingCache | None = None
+        self._segment_cache = SegmentCache()  # per segment: kept across commits
+        self._generation: Generation | None = None
         self.recovered: str | None = None  # why the index was recreated at open, if it was
 
     # --- opening ---------------------------------------------------------------
@@ -219,9 +220,7 @@ class MemoryIndex:
             else:
                 ix = _storage(self.dir).open_index(INDEX_NAME)
                 with ix.searcher() as searcher:
-                    stored = list(searcher.all_stored_fields())
-                self._checksums = {f["path"]: f.get("checksum", "") for f in stored}
-                self._ids = {f["path"]: f.get("id", "") for f in stored}
+                    self._read_stored(searcher)
                 self._ix = ix
                 self._committed()
                 return False
@@ -230,6 +229,34 @@ class MemoryIndex:
             self.recovered = f"index unreadable ({type(exc).__name__}: {exc})"
         self._create_empty()
         return True
+
+    def _read_stored(self, searcher: Searcher) -> None:
+        """Every document's stored path, id and checksum, read once at open, segment by segment.
+
+        The live documents give the path maps; every document (deleted ones
+        too) gives its segment's id and path by document number, which
+        searches use instead of Whoosh's stored-field lookups.
+        """
+        self._segment_cache = SegmentCache()
+        checksums: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        for reader, _ in searcher.reader().leaf_readers():
+            segment = reader.segment()
+            if segment is None:  # an empty index
+                continue
+            deleted = set(segment.deleted_docs()) if segment.has_deletions() else set()
+            seg_ids: list[str] = []
+            seg_paths: list[str] = []
+            for docnum in range(reader.doc_count_all()):
+                fields = reader.stored_fields(docnum)
+                path, mid = fields.get("path", ""), fields.get("id", "")
+                seg_ids.append(mid)
+                seg_paths.append(path)
+                if docnum not in deleted:
+                    checksums[path] = fields.get("checksum", "")
+                    ids[path] = mid
+            self._segment_cache.put_docs(segment.segment_id(), SegmentDocs.of(seg_ids, seg_paths))
+        self._checksums, self._ids = checksums, ids
 
     def _create_empty(self) -> None:
         self._close_searchers()
@@ -298,7 +325,12 @@ class MemoryIndex:
                 if path not in checksums:
                     checksums[path] = checksum
                     ids[path] = old_ids.get(path, "")
+        path_keys = {p: p for p in checksums}  # the segments' stored paths and ids take the same strings
         self._checksums, self._ids = checksums, ids
+        for segid, docs in self._segment_cache.all_docs():
+            seg_paths = [path_keys.get(p, p) for p in docs.paths]
+            seg_ids = [mid if ids.get(p) != mid else ids[p] for p, mid in zip(seg_paths, docs.ids)]
+            self._segment_cache.put_docs(segid, SegmentDocs.of(seg_ids, seg_paths))
 
     # --- writing -----------------------------------------------------------------
     def update(self, memories: Iterable[Memory] = (), remove_paths: Iterable[str] = ()) -> IndexUpdate:
@@ -484,12 +516,12 @@ class MemoryIndex:
         get the same BM25 as if they had been hits; files matching nothing are
         left out).
 
-        Cost: scores come from Whoosh's own BM25F scorer, but per query term
-        only once per index generation: each term's postings are walked once
-        and kept as (sorted docnums, scores) arrays (``PostingCache``), so a
-        query sums a few arrays instead of running Whoosh's matcher tree over
-        every matching document. The top-K ranking uses the selective terms
-        (see ``_selective``); the final score of each hit sums all terms.
+        Cost: each query term's postings are arrays read once per segment
+        (kept across commits, see services/postings.py) and scored with
+        Whoosh's BM25F formula in numpy, so a query sums a few arrays instead
+        of running Whoosh's matcher tree over every matching document. The
+        top-K ranking uses the selective terms (see ``_selective``); the final
+        score of each hit sums all terms.
         """
         if limit <= 0:
             return []
@@ -497,23 +529,29 @@ class MemoryIndex:
         if not queries:
             return []
         searcher = self._searcher()
-        cache = self._posting_cache(searcher)
-        postings = [
-            (tokens, query.boost, cache.postings(searcher, query.fieldname, query.text)) for tokens, query in queries
-        ]
+        gen = self._generation_of(searcher)
+        views = [gen.term(searcher, query.fieldname, query.text) for _, query in queries]
+        scored: dict[int, Postings] = {}
+
+        def postings(i: int) -> Postings:
+            if i not in scored:
+                scored[i] = (views[i].ids, views[i].scores())
+            return scored[i]
+
         docnums: list[int]
         if restrict_paths is None:
-            keys = {(q.fieldname, q.text) for q in self._selective(searcher, queries, cache)}
-            ranking = [p for (_, q), p in zip(queries, postings) if (q.fieldname, q.text) in keys]
-            docnums = top_documents(ranking, limit, cache.doc_count(searcher))
+            keys = {(q.fieldname, q.text) for q in self._selective(searcher, queries, gen)}
+            ranking = [i for i, (_, q) in enumerate(queries) if (q.fieldname, q.text) in keys]
+            docnums = top_documents([(queries[i][1].boost, postings(i)) for i in ranking], limit, gen.doc_count)
             if len(docnums) < limit and len(keys) < len(queries):
                 # The selective words found fewer than ``limit`` memories: rank by every word
                 # instead, so pruning never cuts recall at depth (issue 13).
-                docnums = top_documents(postings, limit, cache.doc_count(searcher))
+                everything = [(q.boost, postings(i)) for i, (_, q) in enumerate(queries)]
+                docnums = top_documents(everything, limit, gen.doc_count)
         else:
             docnums = []
             for path in dict.fromkeys(restrict_paths):
-                found = cache.docnum(searcher, path)
+                found = gen.docnum(searcher, path)
                 if found is not None:
                     docnums.append(found)
         if not docnums:
@@ -521,35 +559,37 @@ class MemoryIndex:
         targets = np.array(docnums, dtype=np.int64)
         totals = np.zeros(len(docnums))  # all query terms, common ones included
         matched: list[set[str]] = [set() for _ in docnums]
-        for tokens, weight, (ids, scores) in postings:
+        for i, ((tokens, query), view) in enumerate(zip(queries, views)):
+            ids = view.ids
             if not len(ids):
                 continue
             at = np.minimum(np.searchsorted(ids, targets), len(ids) - 1)
             found = ids[at] == targets
+            values = scored[i][1][at] if i in scored else view.scores(at)  # a common word: only the candidates
             # term by term, like a running sum per document: the same floats as adding one by one
-            totals = totals + np.where(found, scores[at] * weight, 0.0)
-            for i in np.flatnonzero(found).tolist():
-                matched[i].update(tokens)
+            totals = totals + np.where(found, values * query.boost, 0.0)
+            for j in np.flatnonzero(found).tolist():
+                matched[j].update(tokens)
         hits = []
         for docnum, score, words in zip(docnums, totals.tolist(), matched):
             if score > 0.0:
-                mid, path = cache.doc(searcher, docnum)
+                mid, path = gen.doc(searcher, docnum)
                 hits.append(Hit(mid, path, score, frozenset(words)))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
-    def _posting_cache(self, searcher: Searcher) -> PostingCache:
-        """The cache for the searcher's generation (a new, empty one after each commit)."""
-        generation = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering
-        cache = self._postings
-        if cache is None or cache.generation != generation:
-            cache = PostingCache(generation)
-            self._postings = cache
-        return cache
+    def _generation_of(self, searcher: Searcher) -> Generation:
+        """The searcher's generation (a new one after each commit; segment reads are kept across them)."""
+        key = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering
+        gen = self._generation
+        if gen is None or gen.key != key:
+            gen = Generation(key, searcher, self._segment_cache)
+            self._generation = gen
+        return gen
 
     @staticmethod
     def _selective(
-        searcher: Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], cache: PostingCache | None = None
+        searcher: Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], gen: Generation | None = None
     ) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
@@ -560,15 +600,15 @@ class MemoryIndex:
         for matched terms and for the scores of every candidate, and when the
         selective words find fewer than ``limit`` memories the ranking uses
         every word (so pruning never costs recall at depth). Document
-        frequencies come from the generation's ``cache`` when given (Whoosh
-        reads them from the terms file: a seek and a read per term per query).
+        frequencies come from the generation ``gen`` when given (from the
+        segments' term infos already read for the postings).
         """
-        if cache is None:  # straight from Whoosh (tests compare against a plain Whoosh search)
+        if gen is None:  # straight from Whoosh (tests compare against a plain Whoosh search)
             total = max(1, searcher.doc_count())
             rated = [(searcher.doc_frequency(q.fieldname, q.text), q) for _, q in queries]
         else:
-            total = max(1, cache.doc_count(searcher))
-            rated = [(cache.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
+            total = max(1, gen.doc_count)
+            rated = [(gen.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
         limit = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
         chosen = [q for df, q in rated if 0 < df <= limit]
         if not chosen:
@@ -577,14 +617,14 @@ class MemoryIndex:
         return chosen or [q for _, q in queries]
 
     def idf(self, token: str) -> float:
-        """Inverse document frequency of an analysed token (Whoosh's formula, cached per generation)."""
+        """Inverse document frequency of an analysed token (Whoosh's formula, from the segments' term infos)."""
         searcher = self._searcher()
-        return self._posting_cache(searcher).idf(searcher, token)
+        return self._generation_of(searcher).idf(searcher, "text", token)
 
     def document_frequency(self, token: str) -> int:
         """How many memories contain an analysed ``token``."""
         searcher = self._searcher()
-        return self._posting_cache(searcher).doc_frequency(searcher, "text", token)
+        return self._generation_of(searcher).doc_frequency(searcher, "text", token)
 
     def doc_count(self) -> int:
         return self._searcher().doc_count()
@@ -615,7 +655,7 @@ class MemoryIndex:
         }
 
     def _close_searchers(self) -> None:
-        self._postings = None  # a recreated index restarts its generation numbers
+        self._generation = None  # a recreated index restarts its generation numbers
         searcher = getattr(self._local, "searcher", None)
         if searcher is not None:
             try:

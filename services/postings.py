@@ -1,54 +1,441 @@
-"""Per-generation posting arrays of the index: BM25F scores summed without Whoosh's matcher tree.
+"""Posting arrays of the index, read per segment and scored with BM25F in numpy, without Whoosh's matcher.
 
-Whoosh's matcher (a Python object per posting step) was most of a query's
-cost, so ``PostingCache`` computes each queried term's scores once per index
-generation with Whoosh's own scorer and keeps them as numpy arrays;
-``top_documents`` sums them and picks the top K. ``MemoryIndex.search``
-(services/index.py) uses both; results equal a Whoosh search.
+Whoosh's matcher (a Python object per posting step, then a scorer call and
+a field-length lookup per posting) was most of a query's cost. Here a term's
+postings are read per segment as arrays: the whole posting list in one read,
+one ``pickle.loads`` per block of 128 postings (Whoosh's W3 codec layout),
+document numbers delta-decoded with ``np.cumsum`` (``read_term``). BM25F is
+then computed over the arrays with Whoosh's own formula, parameters and
+statistics (IDF, average field length), in the same operation order, so each
+score is the same float Whoosh's matcher gives (``bm25``).
+
+Two levels, because they change at different times:
+
+- ``SegmentCache`` (kept across commits): per segment, each read term's
+  local document numbers and weights, the field-length bytes, and the
+  stored (id, path) of each document. A segment's files never change once
+  written, so a commit that adds one small segment (an edit) keeps all of it;
+  entries of segments a merge dropped are pruned.
+- ``Generation`` (one per committed index generation): which segments are
+  live, their document-number offsets and deleted documents, and the
+  corpus statistics BM25 depends on. Cheap to make: no posting is read.
+
+``top_documents`` sums terms' scores and picks the top K.
 """
 
 from __future__ import annotations
 
+import io
+import math
+import pickle
 import threading
-from array import array
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from whoosh.query import Term
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermsReader, _lenfield
+from whoosh.util.numeric import byte_to_length
 
-POSTING_CACHE_MAX = 2_000_000  # cached postings (12 bytes each) across query terms
-TERM_STATS_MAX = 50_000  # cached document frequencies / IDFs per generation (then started afresh)
+POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
+# Whoosh stores a field's length per document as one byte (lossy); this is its decoding table.
+_LENGTH_OF_BYTE = np.array([float(byte_to_length(b) or 0) for b in range(256)], dtype=np.float64)
+
+Postings = tuple["np.ndarray[Any, np.dtype[np.int64]]", "np.ndarray[Any, np.dtype[np.float64]]"]
 
 
 class Reader(Protocol):
+    """The part of Whoosh's ``IndexReader`` used here (whoosh-reloaded ships no type information)."""
+
     def generation(self) -> int: ...
+    def leaf_readers(self) -> list[tuple[Any, int]]: ...
 
 
 class Searcher(Protocol):
-    """The part of Whoosh's ``Searcher`` used here (whoosh-reloaded ships no type information)."""
+    """The part of Whoosh's ``Searcher`` used here."""
+
+    weighting: Any
 
     def reader(self) -> Reader: ...
     def close(self) -> None: ...
-    def context(self) -> object: ...
     def doc_count(self) -> int: ...
+    def doc_count_all(self) -> int: ...
     def doc_frequency(self, fieldname: str, text: str) -> int: ...
-    def idf(self, fieldname: str, text: str) -> float: ...
-    def document_number(self, *, path: str) -> int | None: ...
-    def stored_fields(self, docnum: int) -> dict[str, str]: ...
+    def avg_field_length(self, fieldname: str, default: Any = None) -> float: ...
 
 
-Postings = tuple["np.ndarray[Any, np.dtype[np.int32]]", "np.ndarray[Any, np.dtype[np.float64]]"]
+@dataclass(frozen=True)
+class SegmentTerm:
+    """One term's postings in one segment, as stored: local document numbers (sorted) and weights.
+
+    ``df`` is the segment's document frequency from the term info (deleted
+    documents included, as in Whoosh's IDF).
+    """
+
+    ids: np.ndarray[Any, np.dtype[np.int32]]
+    weights: np.ndarray[Any, np.dtype[np.float32]]  # Whoosh writes weights as float32: exact here
+    df: int
 
 
-def top_documents(postings: Sequence[tuple[tuple[str, ...], float, Postings]], limit: int, docs: int) -> list[int]:
+_ABSENT = SegmentTerm(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0)
+
+
+def _block_arrays(data: tuple[Any, Any, Any], count: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """One posting block's (delta-encoded ids, minified weights) as arrays (``W3PostingsWriter`` layout)."""
+    ids = np.cumsum(np.asarray(data[0], dtype=np.int64))
+    weights = data[1]
+    if weights is None:
+        w = np.ones(count, dtype=np.float32)
+    elif isinstance(weights, float):
+        w = np.full(count, weights, dtype=np.float32)
+    else:
+        w = np.asarray(weights, dtype=np.float32)
+    return ids, w
+
+
+def _read_blocks(postfile: Any, offset: int, length: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Every block of a posting list in one read: [magic][int length, pickled info, (zlib) pickled data]...
+
+    The same parse as ``W3LeafMatcher._goto`` and ``_read_data``, but whole:
+    a negative block length marks the last block.
+    """
+    raw = postfile.get(offset, length)
+    if raw[:4] != WHOOSH3_HEADER_MAGIC:
+        raise ValueError(f"posting list at {offset} does not start with whoosh3's block tag")
+    stream = io.BytesIO(raw)
+    stream.seek(4)
+    id_parts, weight_parts = [], []
+    while True:
+        start = stream.tell()
+        size = int.from_bytes(stream.read(4), "big", signed=True)
+        last = size < 0
+        end = start + 4 + abs(size)
+        count, _maxid, _maxweight, compression, _mn, _mx = pickle.load(stream)
+        data = raw[stream.tell() : end]
+        if compression:
+            data = zlib.decompress(data)
+        ids, weights = _block_arrays(pickle.loads(data), count)
+        id_parts.append(ids)
+        weight_parts.append(weights)
+        if last or end >= len(raw):
+            break
+        stream.seek(end)
+    return np.concatenate(id_parts), np.concatenate(weight_parts)
+
+
+def _read_by_matcher(reader: Any, fieldname: str, tbytes: bytes) -> SegmentTerm:
+    """Step Whoosh's own matcher (any codec): the slow path ``read_term`` avoids."""
+    matcher = reader._terms.matcher(fieldname, tbytes, reader.schema[fieldname].format)
+    ids, weights = [], []
+    while matcher.is_active():
+        ids.append(matcher.id())
+        weights.append(matcher.weight())
+        matcher.next()
+    df = reader.doc_frequency(fieldname, tbytes)
+    return SegmentTerm(np.array(ids, dtype=np.int32), np.array(weights, dtype=np.float32), df)
+
+
+def read_term(reader: Any, fieldname: str, text: str) -> SegmentTerm:
+    """A term's postings in one segment reader (deleted documents included), as arrays."""
+    if fieldname not in reader.schema:
+        return _ABSENT
+    try:
+        tbytes = reader.schema[fieldname].to_bytes(text)
+    except ValueError:
+        return _ABSENT
+    terms = reader._terms
+    try:
+        info = terms.term_info(fieldname, tbytes)
+    except Exception as exc:  # TermNotFound (a KeyError underneath in some readers)
+        if type(exc).__name__ in ("TermNotFound", "KeyError"):
+            return _ABSENT
+        raise
+    df = int(info.doc_frequency())
+    if not isinstance(terms, W3TermsReader):  # another codec
+        return _read_by_matcher(reader, fieldname, tbytes)
+    if info.is_inlined():
+        ids_t, weights_t, _ = info.inlined_postings()
+        return SegmentTerm(np.array(ids_t, dtype=np.int32), np.array(weights_t, dtype=np.float32), df)
+    offset, length = info.extent()
+    if isinstance(length, tuple):  # W3TermInfo.from_bytes keeps struct.unpack's tuple (Whoosh never reads it)
+        length = length[0]
+    ids, weights = _read_blocks(terms._postfile, offset, length)
+    return SegmentTerm(ids.astype(np.int32), weights, df)
+
+
+def read_lengths(reader: Any, fieldname: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """The field-length byte of every document in a segment (0 where the field is empty)."""
+    count = reader.doc_count_all()
+    out = np.zeros(count, dtype=np.uint8)
+    column = reader._perdoc._cached_reader(_lenfield(fieldname), LENGTHS_COLUMN)
+    if column is None:
+        return out
+    stored = min(count, column._count)  # the column ends at the last document with a length
+    out[:stored] = np.frombuffer(column._dbfile.get(column._basepos, stored), dtype=np.uint8)
+    return out
+
+
+@dataclass
+class SegmentDocs:
+    """The stored (id, path) of every document of one segment, by local document number (deleted ones too)."""
+
+    ids: list[str]
+    paths: list[str]
+    where: dict[str, int]  # path -> its local document number (the last one)
+    more: dict[str, list[int]]  # the few paths with several (a path updated within one writer): all of them
+
+    @classmethod
+    def of(cls, ids: list[str], paths: list[str]) -> SegmentDocs:
+        where: dict[str, int] = {}
+        more: dict[str, list[int]] = {}
+        for docnum, path in enumerate(paths):
+            if path in where:
+                more.setdefault(path, [where[path]]).append(docnum)
+            where[path] = docnum
+        return cls(ids, paths, where, more)
+
+    def docnums(self, path: str) -> Sequence[int]:
+        found = self.more.get(path)
+        if found is not None:
+            return found
+        local = self.where.get(path)
+        return () if local is None else (local,)
+
+    @classmethod
+    def read(cls, reader: Any) -> SegmentDocs:
+        ids, paths = [], []
+        for docnum in range(reader.doc_count_all()):
+            fields = reader.stored_fields(docnum)
+            ids.append(fields.get("id", ""))
+            paths.append(fields.get("path", ""))
+        return cls.of(ids, paths)
+
+
+class SegmentCache:
+    """Per segment (by Whoosh's segment id): term postings, field lengths and stored ids, kept across commits.
+
+    A segment's files are immutable, so nothing here depends on the index
+    generation: only which segments are live and which of their documents are
+    deleted does (``Generation``). Term postings are bounded by
+    ``POSTING_CACHE_MAX`` (least recently used terms go first); ``prune``
+    drops everything of segments no longer in the index. Shared by reader
+    threads: entries are only ever added whole, and two threads reading the
+    same term store equal values.
+    """
+
+    def __init__(self) -> None:
+        self._terms: OrderedDict[tuple[str, str, str], SegmentTerm] = OrderedDict()
+        self._size = 0
+        self._lengths: dict[tuple[str, str], np.ndarray[Any, np.dtype[np.uint8]]] = {}
+        self._docs: dict[str, SegmentDocs] = {}
+        self._lock = threading.Lock()
+
+    def term(self, segid: str, reader: Any, fieldname: str, text: str) -> SegmentTerm:
+        key = (segid, fieldname, text)
+        entry = self._terms.get(key)
+        if entry is not None:
+            try:
+                self._terms.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+            return entry
+        entry = read_term(reader, fieldname, text)
+        with self._lock:
+            if key not in self._terms:
+                self._terms[key] = entry
+                self._size += len(entry.ids)
+                while self._size > POSTING_CACHE_MAX and len(self._terms) > 1:
+                    _, old = self._terms.popitem(last=False)
+                    self._size -= len(old.ids)
+        return entry
+
+    def lengths(self, segid: str, reader: Any, fieldname: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        key = (segid, fieldname)
+        found = self._lengths.get(key)
+        if found is None:
+            found = self._lengths[key] = read_lengths(reader, fieldname)
+        return found
+
+    def docs(self, segid: str, reader: Any) -> SegmentDocs:
+        found = self._docs.get(segid)
+        if found is None:
+            found = self._docs[segid] = SegmentDocs.read(reader)
+        return found
+
+    def put_docs(self, segid: str, docs: SegmentDocs) -> None:
+        """Stored fields already read elsewhere (the index's open reads every document once)."""
+        self._docs[segid] = docs
+
+    def all_docs(self) -> list[tuple[str, SegmentDocs]]:
+        return list(self._docs.items())
+
+    def prune(self, live: set[str]) -> None:
+        """Forget segments a merge or rebuild removed from the index."""
+        with self._lock:
+            dead = [k for k in self._terms if k[0] not in live]
+            for key in dead:
+                self._size -= len(self._terms.pop(key).ids)
+            self._lengths = {k: v for k, v in self._lengths.items() if k[0] in live}
+            self._docs = {k: v for k, v in self._docs.items() if k in live}
+
+
+@dataclass
+class TermView:
+    """A term across the live segments of one generation: global document numbers and what BM25 needs."""
+
+    ids: np.ndarray[Any, np.dtype[np.int64]]  # sorted, live documents only
+    weights: np.ndarray[Any, np.dtype[np.float64]]
+    lengths: np.ndarray[Any, np.dtype[np.float64]]
+    idf: float
+    avgfl: float
+    b: float
+    k1: float
+
+    def scores(self, at: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Whoosh's ``bm25`` per posting (or at positions ``at``), same operations in the same order."""
+        tf = self.weights if at is None else self.weights[at]
+        fl = self.lengths if at is None else self.lengths[at]
+        b, k1 = self.b, self.k1
+        return self.idf * ((tf * (k1 + 1)) / (tf + k1 * ((1 - b) + b * fl / self.avgfl)))
+
+
+def _idf(documents: int, df: int) -> float:
+    """Whoosh's ``WeightingModel.idf`` (1.0 for an empty index, where Whoosh's log would fail)."""
+    return math.log(documents / (df + 1)) + 1 if documents else 1.0
+
+
+def _leaves(searcher: Searcher) -> list[tuple[Any, int]]:
+    """The searcher's segment readers and their offsets (an empty index has a reader without a segment)."""
+    return [(r, offset) for r, offset in searcher.reader().leaf_readers() if r.segment() is not None]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    segid: str
+    offset: int
+    count: int  # documents, deleted ones included
+    alive: np.ndarray[Any, np.dtype[np.bool_]] | None  # None: nothing deleted
+
+
+class Generation:
+    """One committed generation of the index: live segments, offsets, deletions and corpus statistics.
+
+    Made from a searcher without reading any posting; terms are read through
+    the shared ``SegmentCache`` with the calling thread's own searcher (Whoosh
+    readers must not be shared between threads), whose leaf readers are in the
+    same order as this generation's segments.
+    """
+
+    def __init__(self, key: tuple[int, int], searcher: Searcher, segments: SegmentCache) -> None:
+        self.key = key
+        self.cache = segments
+        self.segments: list[_Segment] = []
+        for reader, offset in _leaves(searcher):
+            segment = reader.segment()
+            deleted = list(segment.deleted_docs()) if segment.has_deletions() else []
+            alive = None
+            count = reader.doc_count_all()
+            if deleted:
+                alive = np.ones(count, dtype=bool)
+                alive[np.array(deleted, dtype=np.int64)] = False
+            self.segments.append(_Segment(segment.segment_id(), offset, count, alive))
+        self.offsets = np.array([s.offset for s in self.segments], dtype=np.int64)
+        self.doc_count = searcher.doc_count()
+        self.doc_count_all = searcher.doc_count_all()
+        weighting = searcher.weighting
+        if not (hasattr(weighting, "B") and hasattr(weighting, "K1")):
+            raise TypeError(f"the index searcher's weighting is {type(weighting).__name__}, not BM25F")
+        self._field_b: dict[str, float] = dict(getattr(weighting, "_field_B", {}))
+        self._b, self._k1 = float(weighting.B), float(weighting.K1)
+        self._avgfl: dict[str, float] = {}
+        self._df: dict[tuple[str, str], int] = {}
+        segments.prune({s.segid for s in self.segments})
+
+    def _readers(self, searcher: Searcher) -> list[Any]:
+        readers = [r for r, _ in _leaves(searcher)]
+        if len(readers) != len(self.segments):
+            raise RuntimeError("searcher and generation disagree on the index's segments")
+        return readers
+
+    def _parts(self, searcher: Searcher, fieldname: str, text: str) -> list[tuple[_Segment, Any, SegmentTerm]]:
+        return [
+            (seg, reader, self.cache.term(seg.segid, reader, fieldname, text))
+            for seg, reader in zip(self.segments, self._readers(searcher))
+        ]
+
+    def doc_frequency(self, searcher: Searcher, fieldname: str, text: str) -> int:
+        """Whoosh's document frequency of a term (deleted documents included), summed over segments."""
+        key = (fieldname, text)
+        found = self._df.get(key)
+        if found is None:
+            found = self._df[key] = sum(part.df for _, _, part in self._parts(searcher, fieldname, text))
+        return found
+
+    def idf(self, searcher: Searcher, fieldname: str, text: str) -> float:
+        """Whoosh's ``WeightingModel.idf``: log(all documents / (df + 1)) + 1."""
+        return _idf(self.doc_count_all, self.doc_frequency(searcher, fieldname, text))
+
+    def avg_field_length(self, searcher: Searcher, fieldname: str) -> float:
+        found = self._avgfl.get(fieldname)
+        if found is None:
+            found = self._avgfl[fieldname] = searcher.avg_field_length(fieldname) or 1
+        return found
+
+    def term(self, searcher: Searcher, fieldname: str, text: str) -> TermView:
+        """The term's live postings in global document numbers, with their weights and field lengths."""
+        ids, weights, lengths = [], [], []
+        df = 0
+        for seg, reader, part in self._parts(searcher, fieldname, text):
+            df += part.df
+            if not len(part.ids):
+                continue
+            local, w = part.ids, part.weights
+            if seg.alive is not None:
+                keep = seg.alive[local]
+                local, w = local[keep], w[keep]
+            ids.append(local.astype(np.int64) + seg.offset)
+            weights.append(w.astype(np.float64))
+            lengths.append(_LENGTH_OF_BYTE[self.cache.lengths(seg.segid, reader, fieldname)[local]])
+        self._df.setdefault((fieldname, text), df)
+        idf = _idf(self.doc_count_all, df)
+        b = float(self._field_b.get(fieldname, self._b))
+        avgfl = self.avg_field_length(searcher, fieldname)
+        if not ids:
+            empty = np.zeros(0)
+            return TermView(np.zeros(0, dtype=np.int64), empty, empty, idf, avgfl, b, self._k1)
+        # Segments are in offset order and each list is sorted, so the concatenation is sorted.
+        return TermView(np.concatenate(ids), np.concatenate(weights), np.concatenate(lengths), idf, avgfl, b, self._k1)
+
+    # --- document numbers <-> (id, path) ------------------------------------------------
+    def _alive(self, seg: _Segment, local: int) -> bool:
+        return seg.alive is None or bool(seg.alive[local])
+
+    def docnum(self, searcher: Searcher, path: str) -> int | None:
+        """The live document number of ``path`` (None when not indexed)."""
+        for seg, reader in zip(self.segments, self._readers(searcher)):
+            for local in self.cache.docs(seg.segid, reader).docnums(path):
+                if self._alive(seg, local):
+                    return seg.offset + local
+        return None
+
+    def doc(self, searcher: Searcher, docnum: int) -> tuple[str, str]:
+        """(id, path) of a global document number."""
+        at = int(np.searchsorted(self.offsets, docnum, side="right")) - 1
+        seg = self.segments[at]
+        docs = self.cache.docs(seg.segid, self._readers(searcher)[at])
+        local = docnum - seg.offset
+        return docs.ids[local], docs.paths[local]
+
+
+def top_documents(postings: Sequence[tuple[float, Postings]], limit: int, docs: int) -> list[int]:
     """The ``limit`` best document numbers by the weighted sum of the terms' scores.
 
     Ties go to the lower document number. ``np.bincount`` adds in input order,
     term after term, so each sum is the same float as adding one posting at a time.
     """
-    used = [(ids, scores, weight) for _, weight, (ids, scores) in postings if len(ids)]
+    used = [(ids, scores, weight) for weight, (ids, scores) in postings if len(ids)]
     if not used:
         return []
     ids = np.concatenate([i for i, _, _ in used])
@@ -65,97 +452,3 @@ def top_documents(postings: Sequence[tuple[tuple[str, ...], float, Postings]], l
         found, values = found[keep], values[keep]
     order = np.lexsort((found, -values))[:limit]
     return [int(d) for d in found[order].tolist()]
-
-
-class PostingCache:
-    """Per index generation: each queried term's BM25F score per document, and stored fields.
-
-    Scores are Whoosh's own (``BM25F`` via the term's matcher, boost 1.0;
-    a query multiplies by its weight), so results equal a Whoosh search.
-    They depend on corpus statistics (IDF, average length), so the cache is
-    dropped whenever the index generation changes. Arrays, not dicts: 12
-    bytes per posting. Bounded by ``POSTING_CACHE_MAX`` postings (least
-    recently used terms go first). Shared by reader threads: entries are
-    only ever added whole, and two threads computing the same term store
-    equal values.
-    """
-
-    def __init__(self, generation: tuple[int, int]) -> None:
-        self.generation = generation
-        self._terms: OrderedDict[tuple[str, str], Postings] = OrderedDict()
-        self._size = 0
-        self._docs: dict[int, tuple[str, str]] = {}
-        self._paths: dict[str, int | None] = {}
-        self._frequencies: dict[tuple[str, str], int] = {}
-        self._idf: dict[str, float] = {}
-        self._doc_count: int | None = None
-        self._lock = threading.Lock()
-
-    def postings(self, searcher: Searcher, fieldname: str, text: str) -> Postings:
-        key = (fieldname, text)
-        entry = self._terms.get(key)
-        if entry is not None:
-            try:
-                self._terms.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-            return entry
-        ids, scores = array("i"), array("d")
-        matcher = Term(fieldname, text).matcher(searcher, searcher.context())
-        append_id, append_score = ids.append, scores.append
-        while matcher.is_active():
-            append_id(matcher.id())
-            append_score(matcher.score())
-            matcher.next()
-        entry = (np.frombuffer(ids, dtype=np.int32), np.frombuffer(scores, dtype=np.float64))
-        with self._lock:
-            if key not in self._terms:
-                self._terms[key] = entry
-                self._size += len(ids)
-                while self._size > POSTING_CACHE_MAX and len(self._terms) > 1:
-                    _, (old_ids, _) = self._terms.popitem(last=False)
-                    self._size -= len(old_ids)
-        return entry
-
-    def doc_count(self, searcher: Searcher) -> int:
-        """Documents in this generation."""
-        if self._doc_count is None:
-            self._doc_count = searcher.doc_count()
-        return self._doc_count
-
-    def doc_frequency(self, searcher: Searcher, fieldname: str, text: str) -> int:
-        """Whoosh's document frequency of a term, read once per generation."""
-        key = (fieldname, text)
-        found = self._frequencies.get(key)
-        if found is None:
-            if len(self._frequencies) >= TERM_STATS_MAX:
-                self._frequencies = {}  # replaced whole: another thread keeps the dict it read
-            found = self._frequencies[key] = searcher.doc_frequency(fieldname, text)
-        return found
-
-    def idf(self, searcher: Searcher, token: str) -> float:
-        """Whoosh's IDF of a text-field token, computed once per generation."""
-        found = self._idf.get(token)
-        if found is None:
-            if len(self._idf) >= TERM_STATS_MAX:
-                self._idf = {}
-            found = self._idf[token] = float(searcher.idf("text", token))
-        return found
-
-    def docnum(self, searcher: Searcher, path: str) -> int | None:
-        """The document number of ``path`` in this generation (None when not indexed)."""
-        try:
-            return self._paths[path]
-        except KeyError:
-            found = searcher.document_number(path=path)
-            self._paths[path] = found
-            return found
-
-    def doc(self, searcher: Searcher, docnum: int) -> tuple[str, str]:
-        """(id, path) of a document number in this generation."""
-        found = self._docs.get(docnum)
-        if found is None:
-            fields = searcher.stored_fields(docnum)
-            found = (fields["id"], fields["path"])
-            self._docs[docnum] = found
-        return found

@@ -54,7 +54,7 @@ def whoosh_reference(index: MemoryIndex, terms, limit: int) -> dict[str, float]:
     searcher = index.ix.searcher()
     try:
         queries = index._term_queries(terms)
-        results = searcher.search(Or(index._selective(searcher, queries, index._posting_cache(searcher))), limit=limit)
+        results = searcher.search(Or(index._selective(searcher, queries, index._generation_of(searcher))), limit=limit)
         docs = {hit.docnum: hit["id"] for hit in results}
         scores: dict[str, float] = {}
         for _, query in queries:
