@@ -106,11 +106,13 @@ def _memory(memory_id: str, token: str) -> str:
 class Daemon:
     """The daemon subprocess and how to reach it."""
 
-    def __init__(self, root: Path, runtime: Path, debounce_ms: int | None) -> None:
+    def __init__(self, root: Path, runtime: Path, debounce_ms: int | None, http: bool = False) -> None:
         self.root = root
         self.runtime = runtime
         self.socket = socket_path(root, runtime)
-        command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-http", "--no-tray"]
+        command = [sys.executable, "-m", "ctxos.daemon.main", "--workspace", str(root), "--no-tray"]
+        # --http: as `ctxos start` runs it (HTTP on loopback, any free port); the RSS then includes aiohttp and REST.
+        command += ["--http-port", "0"] if http else ["--no-http"]
         if debounce_ms is not None:
             command += ["--debounce-ms", str(debounce_ms)]
         self.output = tempfile.NamedTemporaryFile(prefix="bench-daemon-", suffix=".out", delete=False)
@@ -341,7 +343,7 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
+def run(settings: dict[str, Any], debounce_ms: int | None, http: bool = False) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-daemon-"))
     runtime = Path(tempfile.mkdtemp(prefix="ctxrt-", dir="/tmp"))
     try:
@@ -352,7 +354,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         source = DOC_CORPORA if settings["corpora"] == "all" else ("obsidian-help", "foam-docs")
         build_workspace(root, settings["memories"], source=source)
         build_s = time.perf_counter() - t0
-        daemon = Daemon(root, runtime, debounce_ms)
+        daemon = Daemon(root, runtime, debounce_ms, http)
         try:
             ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
             with daemon.client() as client:
@@ -372,7 +374,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
         finally:
             stop_s = daemon.stop()
         # Warm restart: the index and the parse cache are on disk (issue 16: ready <= 1.5 s at 10,000).
-        daemon = Daemon(root, runtime, debounce_ms)
+        daemon = Daemon(root, runtime, debounce_ms, http)
         try:
             warm_ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
             warm_rss = current_rss_mb(daemon.proc.pid)
@@ -384,6 +386,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None) -> dict[str, Any]:
     return {
         "settings": settings,
         "debounce_ms": debounce_ms,
+        "http": http,
         "memories": memories,
         "build_workspace_s": build_s,
         "cold_start_ready_s": ready_s,
@@ -419,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
         "--queries-per-client", type=int, help="queries each of the 8 clients sends (default 100; small 10)"
     )
     parser.add_argument("--burst-files", type=int, help="files written in the burst (default 1,000; small 200)")
+    parser.add_argument(
+        "--http", action="store_true", help="run the daemon with HTTP on (as `ctxos start` does; default: --no-http)"
+    )
     parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for ready (default 900)")
     args = parser.parse_args(argv)
     settings = dict(SMALL if args.small else FULL)
@@ -432,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.idle_seconds is not None:
         settings["idle_s"] = args.idle_seconds
     started, load_before = time.perf_counter(), os.getloadavg()
-    result = run(settings, args.debounce_ms)
+    result = run(settings, args.debounce_ms, args.http)
     result["total_s"] = time.perf_counter() - started
     # The machine may be shared: the 1-minute load average before and after, for context.
     result["loadavg_1m"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
@@ -514,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{info['memory_gib']} GiB, {info['os']}, Python {info['python']}"
     )
     print(f"load average (1 min) before / after: {result['loadavg_1m'][0]} / {result['loadavg_1m'][1]}")
+    print(f"daemon HTTP: {'on (--http)' if args.http else 'off (--no-http)'}")
     print_table(["metric", "value", "target", "met"], rows)
     write_results("bench_daemon", result, args.json, small=args.small)
     return 0

@@ -17,18 +17,23 @@ is built, so a taken port fails at once with a message that says what to do;
 the component is not essential (``components.py``): the daemon keeps indexing
 and serving its socket without HTTP.
 
-The SDK's session manager is a task group that must live as long as the server
-and be entered once per process; it runs in its own task here, started before
-the first request can arrive and closed after the last one.
+The MCP endpoints are built on their first request (:class:`LazyMcp`): the SDK
+with Starlette and its other dependencies is ~28 MiB of a daemon's resident
+memory (issue 16, measured), and most daemons only ever serve their socket (the
+CLI, ``ctxos mcp`` over stdio). It is imported on a worker thread, so the socket
+keeps answering while the first MCP client waits about a second more.
+Each workspace's SDK session manager is a task group that must live as long as
+the server and be entered once per process; it runs in a task of its own from
+that first request until the server stops.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import errno
 import functools
+import importlib
 import logging
 import re
 import socket
@@ -39,12 +44,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from ctxos.services.config import Config
-from mcp.server.transport_security import TransportSecuritySettings
 
 from .asgi_bridge import asgi_handler
 from .http_login import WebLogin
 from .http_security import SecurityPolicy, policy_from_config, security_middleware
-from .mcp_server import RegistryBackend, build_mcp_server
 
 log = logging.getLogger("ctxos.daemon.http")
 
@@ -78,6 +81,60 @@ async def _workspace_page_slash(request: web.Request, handler: Any) -> web.Strea
     if path.startswith("/w/") and path.count("/") == 2 and len(path) > 3 and request.method == "GET":
         raise web.HTTPFound(path + "/")
     return await handler(request)
+
+
+MCP_PATHS = ("mcp", "sse", "messages/")
+
+
+class LazyMcp:
+    """One workspace's MCP endpoints (``/mcp``, ``/sse``, ``/messages/``), built on the first request to any.
+
+    ``server`` is the SDK's server once built (None before). Concurrent first
+    requests build it once; a failed build is raised to that request and tried
+    again by the next.
+    """
+
+    def __init__(self, owner: HttpServerComponent, ctx: Any, address: str, root_path: str, label: str) -> None:
+        self.owner = owner
+        self.ctx = ctx
+        self.address = address
+        self.root_path = root_path
+        self.label = label
+        self.server: Any = None
+        self._handlers: dict[str, Any] | None = None
+        self._building: asyncio.Lock | None = None
+
+    def route(self, path: str) -> Any:
+        """The aiohttp handler for one of ``MCP_PATHS``."""
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            handlers = self._handlers or await self._build()
+            return await handlers[path](request)
+
+        return handle
+
+    async def _build(self) -> dict[str, Any]:
+        if self._building is None:
+            self._building = asyncio.Lock()
+        async with self._building:
+            if self._handlers is None:
+                # The import is the slow part (~1 s on a busy machine): off the loop, so the socket keeps serving.
+                await asyncio.to_thread(importlib.import_module, "ctxos.daemon.mcp_server")
+                server, handlers = self.owner.mcp_handlers(self.ctx, self.address, self.root_path)
+                await self.owner.run_sessions(server, self.label)
+                self.server, self._handlers = server, handlers
+                log.info("MCP endpoints of %s built on their first request", self.label)
+        assert self._handlers is not None
+        return self._handlers
+
+    def sessions(self) -> int:
+        """Open MCP sessions (0 before the endpoints are built)."""
+        if self.server is None:
+            return 0
+        try:
+            return len(getattr(self.server.session_manager, "_server_instances", ()))
+        except (AttributeError, RuntimeError):
+            return 0
 
 
 class HttpPortInUse(OSError):
@@ -125,7 +182,7 @@ class HttpServerComponent:
 
     def __init__(self) -> None:
         self.ctx: Any = None
-        self.mcp: Any = None
+        self.mcp: LazyMcp | None = None
         self.url: str | None = None
         self.port: int | None = None
         self.policy: SecurityPolicy | None = None
@@ -134,13 +191,11 @@ class HttpServerComponent:
         self.login = WebLogin()
         self.sse_streams = 0
         self._runner: web.AppRunner | None = None
-        self._sessions_task: asyncio.Task[None] | None = None
-        self._sessions_ready = asyncio.Event()
         self._sessions_stop = asyncio.Event()
-        self.workspace_mcps: dict[str, Any] = {}  # per-user daemon: name -> that workspace's MCP server
-        self._late: dict[str, dict[str, Any]] = {}  # workspaces registered while running: their MCP handlers
-        self._late_tasks: list[asyncio.Task[None]] = []
-        self._late_args: tuple[str, Any] = ("127.0.0.1", None)
+        self._session_tasks: list[asyncio.Task[None]] = []  # one per workspace whose MCP endpoints were built
+        self.workspace_mcps: dict[str, LazyMcp] = {}  # per-user daemon: name -> that workspace's MCP endpoints
+        self._late: dict[str, LazyMcp] = {}  # workspaces registered while running
+        self._address = "127.0.0.1"
 
     async def start(self, ctx: Any) -> None:
         from ctxos.services.config import load_config
@@ -171,7 +226,6 @@ class HttpServerComponent:
             self.policy = policy_from_config(self.port, self.auth.token, login=self.login)
             self.limits = HttpLimits.from_config(config)
             app = self._build_app(ctx, address)
-            await self._start_sessions()
             self._runner = web.AppRunner(
                 app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S
             )
@@ -213,10 +267,6 @@ class HttpServerComponent:
         return {"url": f"{self.url}/login?code={code}{to}", "auth": "token", "expires_in_s": self.login.code_ttl_s}
 
     def status(self) -> dict[str, Any]:
-        try:
-            sessions = getattr(self.mcp.session_manager, "_server_instances", None)
-        except (AttributeError, RuntimeError):  # before the app is built
-            sessions = None
         return {
             "url": self.url,
             "mcp": f"{self.url}/mcp",
@@ -225,35 +275,30 @@ class HttpServerComponent:
             "token_required": bool(self.policy and self.policy.token),
             "token_source": self.auth.source if self.auth else None,
             **self.login.counts(),
-            "mcp_sessions": len(sessions) if sessions is not None else None,
+            "mcp_sessions": self.mcp.sessions() if self.mcp is not None else None,
+            "mcp_loaded": self.mcp is not None and self.mcp.server is not None,
             "sse_streams": self.sse_streams,
             "limits": dataclasses.asdict(self.limits),
         }
 
     def _build_app(self, ctx: Any, address: str) -> web.Application:
         assert self.policy is not None
-        # The SDK checks Host/Origin too; give it the same exact allow-list as our middleware.
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=sorted(self.policy.allowed_hosts),
-            allowed_origins=sorted(self.policy.allowed_origins),
-        )
+        self._address = address
         middlewares: list[Middleware] = [security_middleware(self.policy)]
         if getattr(ctx, "workspaces", None) is not None:
             middlewares.append(_workspace_page_slash)
         app = web.Application(middlewares=middlewares)
-        self.mcp = self._add_workspace(app, ctx, address, security)
+        self.mcp = self._add_workspace(app, ctx, "the workspace")
         # The per-user daemon: every workspace also at /w/<name>/ (MCP, REST, web view), each
         # answered by its own context; the default one is at / as well. Before the root's web
         # view, whose catch-all route would otherwise take /w/... first.
         for name, workspace_ctx in self._named_workspaces(ctx):
             sub = web.Application()
-            mcp = self._add_workspace(sub, workspace_ctx, address, security, root_path=f"/w/{name}")
+            mcp = self._add_workspace(sub, workspace_ctx, f"workspace {name!r}", root_path=f"/w/{name}")
             self._add_web_view(sub)
             app.add_subapp(f"/w/{name}/", sub)
             self.workspace_mcps[name] = mcp
         if getattr(ctx, "workspaces", None) is not None:
-            self._late_args = (address, security)
             app.router.add_route("*", "/w/{name}/{rest:.*}", self._late_workspace)
         app.router.add_get("/login", self._login)
         self._add_web_view(app)
@@ -270,9 +315,14 @@ class HttpServerComponent:
         workspace_ctx = self.ctx.workspaces.get(name) if self.ctx is not None else None
         if workspace_ctx is None:
             return web.Response(status=404, text=f"no workspace named {name!r} is served here (ctxos workspace list)\n")
-        handlers = self._late.get(name) or await self._serve_late(name, workspace_ctx)
-        if rest in ("mcp", "sse", "messages/"):
-            return await handlers[rest](request)
+        if rest in MCP_PATHS:
+            lazy = self._late.get(name)
+            if lazy is None:
+                lazy = self._late[name] = LazyMcp(
+                    self, workspace_ctx, self._address, f"/w/{name}", f"workspace {name!r}"
+                )
+                self.workspace_mcps[name] = lazy
+            return await lazy.route(rest)(request)
         return web.Response(
             status=404,
             text=f"workspace {name!r} joined this daemon while it ran: its MCP "
@@ -280,22 +330,23 @@ class HttpServerComponent:
             f"after a restart (ctxos stop; ctxos start)\n",
         )
 
-    async def _serve_late(self, name: str, workspace_ctx: Any) -> dict[str, Any]:
-        address, security = self._late_args
-        mcp, handlers = self._mcp_handlers(workspace_ctx, address, security, f"/w/{name}")
+    async def run_sessions(self, server: Any, label: str) -> None:
+        """Enter ``server``'s SDK session manager in a task of its own, until the HTTP server stops."""
         ready = asyncio.Event()
 
         async def run() -> None:
-            async with mcp.session_manager.run():
+            async with server.session_manager.run():
                 ready.set()
                 await self._sessions_stop.wait()
 
-        task = asyncio.create_task(run(), name=f"ctxos-mcp-sessions-{name}")
-        self._late_tasks.append(task)
-        await ready.wait()
-        self._late[name] = handlers
-        self.workspace_mcps[name] = mcp
-        return handlers
+        task = asyncio.create_task(run(), name=f"ctxos-mcp-sessions ({label})")
+        self._session_tasks.append(task)
+        waiting = asyncio.create_task(ready.wait())
+        done, _ = await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            waiting.cancel()
+            task.result()  # raises what went wrong
+            raise RuntimeError("MCP session manager stopped during start-up")
 
     @staticmethod
     def _named_workspaces(ctx: Any) -> list[tuple[str, Any]]:
@@ -305,21 +356,28 @@ class HttpServerComponent:
             return []
         return [(c.name, c) for c in workspaces.contexts() if c.name]
 
-    def _add_workspace(
-        self, app: web.Application, ctx: Any, address: str, security: TransportSecuritySettings, root_path: str = ""
-    ) -> Any:
-        """MCP (Streamable HTTP and legacy SSE) and REST for one workspace's context; returns its MCP server."""
-        mcp, handlers = self._mcp_handlers(ctx, address, security, root_path)
-        app.router.add_route("*", "/mcp", handlers["mcp"])
-        app.router.add_route("GET", "/sse", handlers["sse"])
-        app.router.add_route("POST", "/messages/", handlers["messages/"])
+    def _add_workspace(self, app: web.Application, ctx: Any, label: str, root_path: str = "") -> LazyMcp:
+        """MCP (Streamable HTTP and legacy SSE, built on first use) and REST for one workspace's context."""
+        lazy = LazyMcp(self, ctx, self._address, root_path, label)
+        app.router.add_route("*", "/mcp", lazy.route("mcp"))
+        app.router.add_route("GET", "/sse", self._bounded_sse(lazy.route("sse"), self.limits.sse_max_streams))
+        app.router.add_route("POST", "/messages/", lazy.route("messages/"))
         self._add_rest(app, ctx)
-        return mcp
+        return lazy
 
-    def _mcp_handlers(
-        self, ctx: Any, address: str, security: TransportSecuritySettings, root_path: str
-    ) -> tuple[Any, dict[str, Any]]:
+    def mcp_handlers(self, ctx: Any, address: str, root_path: str) -> tuple[Any, dict[str, Any]]:
         """One workspace's MCP server and its aiohttp handlers by path: ``mcp``, ``sse``, ``messages/``."""
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from .mcp_server import RegistryBackend, build_mcp_server
+
+        assert self.policy is not None
+        # The SDK checks Host/Origin too; give it the same exact allow-list as our middleware.
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(self.policy.allowed_hosts),
+            allowed_origins=sorted(self.policy.allowed_origins),
+        )
         mcp = build_mcp_server(RegistryBackend(ctx))
         limits = self.limits
         streamable = mcp.streamable_http_app(
@@ -329,11 +387,7 @@ class HttpServerComponent:
             max_sessions=limits.mcp_max_sessions,
         )
         sse_handler = asgi_handler(mcp.sse_app(transport_security=security, host=address), root_path)
-        return mcp, {
-            "mcp": asgi_handler(streamable, root_path),
-            "sse": self._bounded_sse(sse_handler, limits.sse_max_streams),
-            "messages/": sse_handler,
-        }
+        return mcp, {"mcp": asgi_handler(streamable, root_path), "sse": sse_handler, "messages/": sse_handler}
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         """``/login?code=``: spend a one-time code, set the session cookie, go to the page.
@@ -417,36 +471,17 @@ class HttpServerComponent:
         app.router.add_get("/", index)
         app.router.add_get("/{path:.+}", asset)
 
-    async def _start_sessions(self) -> None:
-        """Enter the SDK session manager's task group in a task of its own, for the server's lifetime."""
-
-        async def run() -> None:
-            async with contextlib.AsyncExitStack() as stack:
-                for mcp in (self.mcp, *self.workspace_mcps.values()):
-                    await stack.enter_async_context(mcp.session_manager.run())
-                self._sessions_ready.set()
-                await self._sessions_stop.wait()
-
-        self._sessions_task = asyncio.create_task(run(), name="ctxos-mcp-sessions")
-        ready = asyncio.create_task(self._sessions_ready.wait())
-        done, _ = await asyncio.wait({ready, self._sessions_task}, return_when=asyncio.FIRST_COMPLETED)
-        if self._sessions_task in done:
-            ready.cancel()
-            self._sessions_task.result()  # raises what went wrong
-            raise RuntimeError("MCP session manager stopped during start-up")
-
     async def stop(self) -> None:
         """Stop accepting, end MCP sessions (which closes their streams), then close the server."""
         self._sessions_stop.set()
-        if self._sessions_task is not None:
-            try:
-                await asyncio.wait_for(self._sessions_task, timeout=SHUTDOWN_TIMEOUT_S)
-            except (TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
-                log.warning("MCP sessions did not close cleanly", exc_info=True)
-            self._sessions_task = None
-        if self._late_tasks:
-            await asyncio.wait(self._late_tasks, timeout=SHUTDOWN_TIMEOUT_S)
-            self._late_tasks.clear()
+        if self._session_tasks:
+            done, pending = await asyncio.wait(self._session_tasks, timeout=SHUTDOWN_TIMEOUT_S)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.warning("MCP sessions did not close cleanly", exc_info=task.exception())
+            if pending:
+                log.warning("MCP sessions did not close within %.0f s", SHUTDOWN_TIMEOUT_S)
+            self._session_tasks.clear()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

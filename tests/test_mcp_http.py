@@ -39,6 +39,26 @@ def _mcp_url(daemon) -> str:
     return base + "/mcp"
 
 
+def _statm_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+async def test_mcp_stack_is_built_on_the_first_mcp_request(daemon):
+    """Issue 16: the SDK (and Starlette) are imported on the first /mcp request, not at start.
+
+    ``mcp_loaded`` is the daemon's own account; the daemon's resident memory growing by
+    more than a few MiB when it happens is the outside view (the stack is ~28 MiB).
+    """
+    assert daemon.status()["http_server"]["mcp_loaded"] is False
+    assert daemon.status()["http_server"]["mcp_sessions"] == 0
+    before = _statm_rss_mib(daemon.proc.pid)
+    async with mcp_http_client(_mcp_url(daemon)) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+    assert daemon.status()["http_server"]["mcp_loaded"] is True
+    assert _statm_rss_mib(daemon.proc.pid) - before > 8
+
+
 async def test_streamable_http_full_flow(daemon, workspace, tmp_path):
     async with mcp_http_client(_mcp_url(daemon)) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
