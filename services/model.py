@@ -18,6 +18,53 @@ SIGNALS: tuple[str, ...] = ("semantic", "bm25", "graph", "recency", "importance"
 
 
 COLD_FIELDS: tuple[str, ...] = ("l1", "l2", "metadata")
+LINK_LISTS: tuple[str, ...] = ("tags", "related", "requires", "optional", "wikilinks")
+
+
+class _NoItems(list[str]):
+    """The one empty list every memory without tags or links shares (issue 16).
+
+    At 100,000 memories ~360,000 of the five link lists are empty, 56 bytes each as
+    separate lists (~19 MiB). Still a ``list`` (equal to ``[]``, JSON- and
+    YAML-safe through ``list(...)``), but one that refuses to change, since all share it.
+    """
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("a memory's empty tag/link list is shared: assign a new list instead")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_no_items, ())  # pickles (parse cache, builder processes) read back as the shared one
+
+    def __copy__(self) -> _NoItems:
+        return self
+
+    def __deepcopy__(self, _memo: Any) -> _NoItems:
+        return self
+
+
+NO_ITEMS = _NoItems()
+
+
+def _no_items() -> _NoItems:
+    return NO_ITEMS
+
+
+_ROOTS: dict[str, Path] = {}  # workspace root text -> one shared Path (see ``Memory.release_text``)
+
+
+def _shared_root(path: Path, rel_path: str) -> Path | None:
+    """The workspace root ``path`` is ``rel_path`` under, as one Path object shared by its memories."""
+    text = path.as_posix()
+    if not rel_path or not text.endswith("/" + rel_path):
+        return None
+    key = text[: -len(rel_path) - 1]
+    root = _ROOTS.get(key)
+    if root is None:
+        root = _ROOTS.setdefault(key, Path(key))
+    return root
 
 
 class TextSource(Protocol):
@@ -71,14 +118,23 @@ class Memory:
     # the cold fields, and where the cold fields are read back from.
     _hot: tuple[bool, str, bool, str] | None = field(default=None, init=False, repr=False, compare=False)
     _text_source: TextSource | None = field(default=None, init=False, repr=False, compare=False)
+    # The workspace root, shared by every memory of it, once ``path`` is computed on demand (``_root / rel_path``):
+    # an absolute ``Path`` per memory, with its parts, held ~350 bytes (35 MiB at 100,000).
+    _root: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         """Only called when normal lookup fails: a released cold field is read back from the file.
 
         Slots (issue 16): a released field is an *unset* slot, so reading it fails the normal
         lookup and lands here. ~1 KB less per memory than an instance dict (10 MiB at 10,000).
+        ``path`` is unset too once ``_root`` is known: joined again at each read (nothing on
+        the query path reads it; a file read does).
         """
-        if name in COLD_FIELDS:
+        if name == "path":
+            root = self._root
+            if root is not None:
+                return root / self.rel_path
+        elif name in COLD_FIELDS:
             source = self._text_source
             if source is not None:
                 return source(self, name)
@@ -104,7 +160,21 @@ class Memory:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
+            if not value and name in LINK_LISTS and isinstance(value, list):
+                value = NO_ITEMS
             object.__setattr__(self, name, value)
+
+    def _share_small_values(self) -> None:
+        """Empty tag/link lists become the shared ``NO_ITEMS``; ``path`` is dropped for the shared root."""
+        for name in LINK_LISTS:
+            value = object.__getattribute__(self, name)
+            if not value and value is not NO_ITEMS and isinstance(value, list):
+                object.__setattr__(self, name, NO_ITEMS)
+        if self._root is None and self._holds("path"):
+            root = _shared_root(self.path, self.rel_path)
+            if root is not None and root / self.rel_path == self.path:
+                self._root = root
+                object.__delattr__(self, "path")
 
     def release_text(self, source: TextSource) -> bool:
         """Drop the cold fields (read back through ``source`` when asked for); False if nothing to drop.
@@ -129,7 +199,9 @@ class Memory:
         # The few values thousands of memories repeat become one object each (the parse cache
         # pickles and reads them back shared): the type, the tags, a display title equal to the title.
         self.type = sys.intern(self.type)
-        self.tags = [sys.intern(tag) if isinstance(tag, str) else tag for tag in self.tags]
+        if self.tags:
+            self.tags = [sys.intern(tag) if isinstance(tag, str) else tag for tag in self.tags]
+        self._share_small_values()
         if hot[1] == self.title:
             hot = (hot[0], self.title, hot[2], hot[3])
         self._hot = hot

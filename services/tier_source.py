@@ -88,7 +88,7 @@ def full_text(memory: Memory) -> str:
     if not memory.released:
         return "\n".join(p for p in (memory.l0, memory.l1, memory.l2) if p)
     with _lock:
-        entry = _cache.get((str(memory.path), memory.checksum))
+        entry = _cache.get((memory.rel_path, memory.checksum))
     if entry is None:
         entry = _read(memory)
     return "\n".join(p for p in (memory.l0, entry.l1, entry.l2) if p)
@@ -103,7 +103,7 @@ def clear_cache() -> None:
 
 
 def _entry(memory: Memory) -> _Entry:
-    key = (str(memory.path), memory.checksum)
+    key = (memory.rel_path, memory.checksum)  # same bytes, same tiers: no absolute path built per read
     with _lock:
         entry = _cache.get(key)
         if entry is not None:

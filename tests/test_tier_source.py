@@ -101,3 +101,32 @@ def test_a_bulk_read_gives_the_whole_text_and_leaves_the_render_cache_alone(make
         assert len(tier_source._cache) == 0  # a governance pass over every file does not evict rendered blocks
     finally:
         engine.close()
+
+
+def test_released_memories_share_their_root_and_empty_lists(make_workspace) -> None:
+    """At 100,000 memories an absolute Path per memory (~35 MiB) and ~360,000 empty link lists
+    (~19 MiB) were the largest per-memory objects: a released memory joins its path on demand
+    and shares one empty list, which refuses changes (every memory holds the same one)."""
+    root = make_workspace(
+        {
+            "05-resources/deploy.md": memory_text("deploy", LONG_BODY),
+            "05-resources/plain.md": memory_text("plain", "One short paragraph, no tags, no links."),
+        }
+    )
+    for attempt in ("cold", "warm"):  # a full parse, then the parse cache's read-back
+        engine = _engine(root)
+        try:
+            deploy, plain = engine.get_memory("deploy"), engine.get_memory("plain")
+            state = plain.__getstate__()
+            assert "path" not in state and state["_root"] is deploy.__getstate__()["_root"], attempt
+            assert plain.path == root / "05-resources" / "plain.md" and plain.path.is_file()
+            assert plain.requires == [] and plain.requires is deploy.optional, attempt
+            try:
+                plain.requires.append("x")
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("the shared empty list took an item")
+            assert deploy.requires == [] and pickle.loads(pickle.dumps(plain)).requires is plain.requires
+        finally:
+            engine.close()
