@@ -351,12 +351,19 @@ class Generation:
         self._b, self._k1 = float(weighting.B), float(weighting.K1)
         self._avgfl: dict[str, float] = {}
         self._df: dict[tuple[str, str], int] = {}
+        self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:
+        """The searcher's segment readers, listed once per searcher (Whoosh builds the list on every call)."""
+        known = self._searchers.get(id(searcher))
+        if known is not None and known[0] is searcher:
+            return known[1]
         readers = [r for r, _ in _leaves(searcher)]
         if len(readers) != len(self.segments):
             raise RuntimeError("searcher and generation disagree on the index's segments")
+        # The searcher is kept with its list (so its id is not reused); one per reader thread.
+        self._searchers = {**self._searchers, id(searcher): (searcher, readers)}
         return readers
 
     def _parts(self, searcher: Searcher, fieldname: str, text: str) -> list[tuple[_Segment, Any, SegmentTerm]]:

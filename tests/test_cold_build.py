@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from ctxos.client.commands.daemon_cmds import format_status
 from ctxos.client.progress import ProgressDisplay
-from ctxos.services.analysis import analyze, index_tokens
+from ctxos.services.analysis import ANALYZER, analyze, index_tokens
 from ctxos.services.engine import Engine
 from ctxos.services.engine import lifecycle as engine_lifecycle
 from ctxos.services.index_build import STAGING_FOLDER
@@ -123,7 +123,10 @@ def test_index_tokens_are_the_analyzers_tokens() -> None:
         "Ünïcödé wörds, e-mail@example.com http://example.org/path?q=1#frag 10.0.0.1",
     ]
     for text in texts:
-        assert index_tokens(text) == analyze(text), text
+        expected = [token.text for token in ANALYZER(text)]
+        assert index_tokens(text) == expected, text
+        assert analyze(text) == expected, text
+        assert analyze(text[:40]) == [token.text for token in ANALYZER(text[:40])], text  # the cached short path
 
 
 def test_plain_progress_lines_when_not_a_terminal() -> None:

@@ -242,3 +242,28 @@ def test_apply_changes_batch_with_a_deleted_folder(make_workspace):
     assert not any(p.startswith("03-projects/p/") for p in engine.store.known_paths())
     assert engine.index.search([("note", 1.0)], 10) == []
     engine.close()
+
+
+def test_segment_reads_survive_an_edit_and_equal_whoosh_exactly(index):
+    """An edit's commit adds one small segment: the old segments' postings are not read again."""
+    terms = [("alpha", 1.0), ("deploy", 1.0), ("socket", 1.0)]
+    index.search(terms, 10)
+    cache = index._segment_cache
+    before = {key: entry for key, entry in cache._terms.items()}
+    assert before and len({key[0] for key in before}) == 1
+    index.update([mem("m007", "alpha alpha deploy zebra")])  # a new segment, m007 deleted in the old one
+    hits = index.search(terms, 10)
+    for key, entry in before.items():
+        assert cache._terms[key] is entry  # kept, not re-read
+    assert len({key[0] for key in cache._terms}) == 2
+    reference = whoosh_reference(index, terms, 10)
+    assert {h.id: h.score for h in hits} == reference  # the same floats, not just close
+    edited = index.search(terms, 5, restrict_paths=["05-resources/m007.md"])
+    assert [h.id for h in edited] == ["m007"] and edited[0].matched == frozenset({"alpha", "deploi"})
+    for i in range(12):  # more segments than MAX_SEGMENTS: Whoosh merges, dropped segments are forgotten
+        index.update([mem(f"m{i:03d}", f"deploy socket round {i}")])
+        index.search(terms, 10)
+    live = {seg.segid for seg in index._generation_of(index._searcher()).segments}
+    assert {key[0] for key in cache._terms} <= live
+    hits = index.search(terms, 10)
+    assert {h.id: h.score for h in hits} == whoosh_reference(index, terms, 10)
