@@ -329,9 +329,11 @@ def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:
 
 
 def _headings(engine: Any, cands: Any) -> None:
+    """The matched query tokens found in each candidate's heading (summary line, title, id, tags)."""
     for cand in cands:
         if cand.matched and not cand.heading:
-            cand.heading = cand.matched & engine.heading_tokens(cand.memory)
+            heading = engine.heading_tokens(cand.memory)
+            cand.heading = frozenset(t for t in cand.matched if t in heading)
 
 
 def _rank_key(cand: Candidate) -> tuple[float, float, str]:
