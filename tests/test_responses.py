@@ -37,3 +37,39 @@ def test_unchecked_response_gives_back_its_data():
     data = {"query": "q", "whatever": [1, 2]}
     made = ContextResponse.unchecked(data)
     assert made.data() is data and made.query == "q"
+
+
+def test_encoded_replies_parse_to_what_the_standard_library_wrote(backend):
+    """``encode_message`` (orjson, with the standard library for what orjson refuses) gives the same JSON values."""
+    import dataclasses
+    import datetime
+    import json
+    from pathlib import Path
+
+    from ctxos.services.jsonrpc import encode_message, json_default
+
+    @dataclasses.dataclass
+    class Shaped:
+        x: int
+
+        def to_dict(self) -> dict:
+            return {"shaped": self.x}
+
+    answer = backend.call("get_context", {"query": "how do we deploy"})
+    odd = {
+        "surrogate": b"bad-\xff.md".decode("utf-8", "surrogateescape"),
+        "huge": 2**70,
+        "keys": {1: "one", 2.5: "x"},
+        "when": datetime.date(2026, 12, 3),
+        "path": Path("/tmp/x"),
+        "set": {3},
+        "tuple": (1, 2),
+        "shaped": Shaped(4),
+        "text": "é 中",
+        "small": 1e-7,
+    }
+    for message in (answer, odd, [answer, odd]):
+        line = encode_message(message)
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        standard = json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False)
+        assert json.loads(line) == json.loads(standard.encode("utf-8", "backslashreplace"))
