@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -181,4 +182,36 @@ def test_graph_rpc_lists_types_communities_edges_and_dangling_links(make_workspa
         json.dumps(data)
     finally:
         ctx.shutdown_executors()
+        engine.close()
+
+
+def test_refreshed_graph_rereads_the_community_map_only_when_the_file_was_rewritten(make_workspace):
+    """The daemon refreshes the graph after every change batch; the map file is parsed again only when
+    the communities job replaced it (a new file), not on every editor save."""
+    from ctxos.services.communities import save_communities
+
+    root = cluster_workspace(make_workspace)
+    engine = Engine(root)
+    engine.load()
+    engine.allow_stale_graph = True  # as the daemon runs it
+    try:
+        cmap, _ = refresh_communities(engine)
+        engine.set_community_of(None)  # read from the file, as a daemon whose job ran in another process
+        note = root / "04-skills" / "deploy-0.md"
+
+        def edit_and_refresh(line: str) -> None:
+            note.write_text(note.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+            engine.apply_changes([note])
+            engine.refresh_graph()
+
+        edit_and_refresh("One more line.")
+        first = engine.community_of(stale_ok=True)
+        assert first == cmap.communities
+        edit_and_refresh("Another line.")
+        assert engine.community_of(stale_ok=True) is first  # same file: the map read before
+        moved = dict(cmap.communities, **{"deploy-0": 99})
+        save_communities(root, dataclasses.replace(cmap, communities=moved))
+        edit_and_refresh("And a third.")
+        assert engine.community_of(stale_ok=True) == moved  # rewritten: read again
+    finally:
         engine.close()

@@ -77,6 +77,7 @@ class EngineState:
         self._recent: tuple[int, list[str]] | None = None
         self._classifier: PrototypeClassifier | None = None
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
+        self._communities_stamp: tuple[int, int, int] | None = None  # (inode, mtime, size) of the file read
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[tuple[str, str, str], int] = {}
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
