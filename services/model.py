@@ -209,6 +209,14 @@ class Memory:
         return True
 
     @property
+    def file_name(self) -> str:
+        """The absolute path as text, without building a ``Path`` (file reads of released memories)."""
+        root = self._root
+        if root is not None and not self._holds("path"):
+            return f"{root}/{self.rel_path}"
+        return str(self.path)
+
+    @property
     def released(self) -> bool:
         return self._hot is not None and not self._holds("l1")
 

@@ -69,9 +69,11 @@ class MemoryStore:
         # ~27,000 one-element sets of these two maps held ~5.8 MiB (a set is 216 bytes, a
         # one-element tuple 48; issue 16). Lookups only iterate them, and ``pick_target`` orders.
         # A group past ``_TUPLE_MAX`` becomes a set (adding to a tuple copies it).
+        # A group of one is the bare string (at 100,000 memories ~300,000 one-element tuples and
+        # the id -> keys map held ~25 MiB); the keys a memory was added under are recomputed from
+        # its hot fields (``_loose_names``) to remove it.
         self._by_stem: dict[str, _Group] = {}  # casefolded stem -> served paths
         self._loose: dict[str, _Group] = {}  # _link_key(id, stem, title) -> ids
-        self._loose_keys: dict[str, tuple[str, ...]] = {}  # id -> its keys in _loose
         self._unreleased: set[str] = set()  # paths served with their text still held (see compact)
 
     # --- reading -------------------------------------------------------------
@@ -152,7 +154,7 @@ class MemoryStore:
         text, anchored = normalise_target(without_suffix(side), source)
         key = path_key(text)
         stem = key.rsplit("/", 1)[-1]  # as _side_stem
-        paths = self._by_stem.get(stem, ())
+        paths = _members(self._by_stem.get(stem))
         if "/" in key or anchored:
             exact = [p for p in paths if path_key(without_suffix(p)) == key]
             if not exact and not anchored:
@@ -161,7 +163,7 @@ class MemoryStore:
         else:
             chosen = pick_target(list(paths), source)
         if chosen is None:
-            ids = [i for i in self._loose.get(_link_key(side), ()) if i in self.memories]
+            ids = [i for i in _members(self._loose.get(_link_key(side))) if i in self.memories]
             chosen = pick_target([self.memories[i].rel_path for i in ids], source)
         memory = self.by_path.get(chosen) if chosen else None
         return memory.id if memory is not None else None
@@ -321,41 +323,58 @@ class MemoryStore:
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
         _tuple_add(self._by_stem, stem.casefold(), memory.rel_path)
-        keys = _loose_names(memory)
-        for key in keys:
+        for key in _loose_names(memory):
             _tuple_add(self._loose, key, memory.id)
-        self._loose_keys[memory.id] = keys
 
     def _by_stem_discard(self, memory: Memory) -> None:
         _tuple_discard(self._by_stem, stem_of(memory.rel_path).casefold(), memory.rel_path)
 
     def _forget_loose(self, memory: Memory) -> None:
-        for key in self._loose_keys.pop(memory.id, ()):
+        for key in _loose_names(memory):  # the object placed is the one removed: same hot fields, same keys
             _tuple_discard(self._loose, key, memory.id)
 
 
 _TUPLE_MAX = 16
-_Group = tuple[str, ...] | set[str]
+_Group = str | tuple[str, ...] | set[str]
+
+
+def _members(group: _Group | None) -> tuple[str, ...] | set[str]:
+    """A group's members (a bare string is a group of one; iterating it would give its characters)."""
+    if group is None:
+        return ()
+    return (group,) if isinstance(group, str) else group
 
 
 def _tuple_add(table: dict[str, _Group], key: str, value: str) -> None:
-    """Add ``value`` to the group at ``key``: a tuple while small (a quarter of a set's size), then a set."""
-    held = table.get(key, ())
-    if isinstance(held, set):
+    """Add ``value`` to the group at ``key``: the bare string, a tuple while small (a quarter of a set), then a set."""
+    held = table.get(key)
+    if held is None:
+        table[key] = value
+    elif isinstance(held, set):
         held.add(value)
+    elif isinstance(held, str):
+        if held != value:
+            table[key] = (held, value)
     elif value not in held:
         table[key] = (*held, value) if len(held) < _TUPLE_MAX else {*held, value}
 
 
 def _tuple_discard(table: dict[str, _Group], key: str, value: str) -> None:
     held = table.get(key)
-    if held is None or value not in held:
+    if held is None:
+        return
+    if isinstance(held, str):
+        if held == value:
+            del table[key]
+        return
+    if value not in held:
         return
     if isinstance(held, set):
         held.discard(value)
         rest: _Group = held
     else:
-        rest = tuple(item for item in held if item != value)
+        left = tuple(item for item in held if item != value)
+        rest = left[0] if len(left) == 1 else left
     if rest:
         table[key] = rest
     else:

@@ -123,7 +123,7 @@ def _read_file(memory: Memory) -> bytes:
     A read shorter than asked is the end of a regular file; a file that grew
     past the slack is read on to its end.
     """
-    fd = os.open(memory.path, os.O_RDONLY)
+    fd = os.open(memory.file_name, os.O_RDONLY)  # path text: no Path joined per read
     try:
         want = max(memory.size, 0) + _READ_SLACK
         data = os.read(fd, want)
