@@ -46,7 +46,7 @@ from whoosh.writing import CLEAR, NO_MERGE, SegmentWriter
 
 from .analysis import ANALYZER, analyze, index_tokens
 from .model import Memory
-from .postings import Generation, Postings, Searcher, SegmentCache, SegmentDocs, top_documents
+from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
 
 log = logging.getLogger(__name__)
 
@@ -530,24 +530,16 @@ class MemoryIndex:
             return []
         searcher = self._searcher()
         gen = self._generation_of(searcher)
-        views = [gen.term(searcher, query.fieldname, query.text) for _, query in queries]
-        scored: dict[int, Postings] = {}
-
-        def postings(i: int) -> Postings:
-            if i not in scored:
-                scored[i] = (views[i].ids, views[i].scores())
-            return scored[i]
-
+        postings = [(query.boost, gen.scored(searcher, query.fieldname, query.text)) for _, query in queries]
         docnums: list[int]
         if restrict_paths is None:
             keys = {(q.fieldname, q.text) for q in self._selective(searcher, queries, gen)}
-            ranking = [i for i, (_, q) in enumerate(queries) if (q.fieldname, q.text) in keys]
-            docnums = top_documents([(queries[i][1].boost, postings(i)) for i in ranking], limit, gen.doc_count)
+            ranking = [p for (_, q), p in zip(queries, postings) if (q.fieldname, q.text) in keys]
+            docnums = top_documents(ranking, limit, gen.doc_count)
             if len(docnums) < limit and len(keys) < len(queries):
                 # The selective words found fewer than ``limit`` memories: rank by every word
                 # instead, so pruning never cuts recall at depth (issue 13).
-                everything = [(q.boost, postings(i)) for i, (_, q) in enumerate(queries)]
-                docnums = top_documents(everything, limit, gen.doc_count)
+                docnums = top_documents(postings, limit, gen.doc_count)
         else:
             docnums = []
             for path in dict.fromkeys(restrict_paths):
@@ -559,15 +551,13 @@ class MemoryIndex:
         targets = np.array(docnums, dtype=np.int64)
         totals = np.zeros(len(docnums))  # all query terms, common ones included
         matched: list[set[str]] = [set() for _ in docnums]
-        for i, ((tokens, query), view) in enumerate(zip(queries, views)):
-            ids = view.ids
+        for (tokens, _), (weight, (ids, scores)) in zip(queries, postings):
             if not len(ids):
                 continue
             at = np.minimum(np.searchsorted(ids, targets), len(ids) - 1)
             found = ids[at] == targets
-            values = scored[i][1][at] if i in scored else view.scores(at)  # a common word: only the candidates
             # term by term, like a running sum per document: the same floats as adding one by one
-            totals = totals + np.where(found, values * query.boost, 0.0)
+            totals = totals + np.where(found, scores[at] * weight, 0.0)
             for j in np.flatnonzero(found).tolist():
                 matched[j].update(tokens)
         hits = []

@@ -40,6 +40,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermsRe
 from whoosh.util.numeric import byte_to_length
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
+SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
 # Whoosh stores a field's length per document as one byte (lossy); this is its decoding table.
 _LENGTH_OF_BYTE = np.array([float(byte_to_length(b) or 0) for b in range(256)], dtype=np.float64)
 
@@ -293,10 +294,9 @@ class TermView:
     b: float
     k1: float
 
-    def scores(self, at: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
-        """Whoosh's ``bm25`` per posting (or at positions ``at``), same operations in the same order."""
-        tf = self.weights if at is None else self.weights[at]
-        fl = self.lengths if at is None else self.lengths[at]
+    def scores(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Whoosh's ``bm25`` per posting, the same operations in the same order (so the same floats)."""
+        tf, fl = self.weights, self.lengths
         b, k1 = self.b, self.k1
         return self.idf * ((tf * (k1 + 1)) / (tf + k1 * ((1 - b) + b * fl / self.avgfl)))
 
@@ -352,6 +352,9 @@ class Generation:
         self._avgfl: dict[str, float] = {}
         self._df: dict[tuple[str, str], int] = {}
         self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
+        self._scored: OrderedDict[tuple[str, str], Postings] = OrderedDict()
+        self._scored_size = 0
+        self._lock = threading.Lock()
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:
@@ -389,6 +392,32 @@ class Generation:
         if found is None:
             found = self._avgfl[fieldname] = searcher.avg_field_length(fieldname) or 1
         return found
+
+    def scored(self, searcher: Searcher, fieldname: str, text: str) -> Postings:
+        """The term's live document numbers and BM25F scores, kept for this generation.
+
+        Bounded by ``SCORED_CACHE_MAX`` postings (least recently used terms go
+        first): a repeated word costs a dict lookup instead of gathering its
+        segments' arrays and scoring them again.
+        """
+        key = (fieldname, text)
+        entry = self._scored.get(key)
+        if entry is not None:
+            try:
+                self._scored.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+            return entry
+        view = self.term(searcher, fieldname, text)
+        entry = (view.ids, view.scores())
+        with self._lock:
+            if key not in self._scored:
+                self._scored[key] = entry
+                self._scored_size += len(view.ids)
+                while self._scored_size > SCORED_CACHE_MAX and len(self._scored) > 1:
+                    _, (old_ids, _) = self._scored.popitem(last=False)
+                    self._scored_size -= len(old_ids)
+        return entry
 
     def term(self, searcher: Searcher, fieldname: str, text: str) -> TermView:
         """The term's live postings in global document numbers, with their weights and field lengths."""
