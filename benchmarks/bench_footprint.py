@@ -55,10 +55,10 @@ MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
     ("index", "postings", "posting cache (BM25F arrays)"),
     ("index", "doc", "posting cache (BM25F arrays)"),
     ("index", "docnum", "posting cache (BM25F arrays)"),
+    ("index", "heading_tokens", "token-count / heading caches"),  # kept on each memory
     ("index", "*", "Whoosh index (checksums, searchers)"),
     ("derived", "block_tokens", "token-count / heading caches"),  # services/engine/derived.py
     ("derived", "catalog_tokens", "token-count / heading caches"),
-    ("derived", "heading_tokens", "token-count / heading caches"),
     ("facade", "note_served", "token-count / heading caches"),  # services/engine/facade.py
     ("graph", "*", "link graph"),
     ("communities", "*", "communities"),

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import Config
-from .index import StagedSegment, write_segment
+from .index import StagedSegment, heading_tokens, write_segment
 from .model import InvalidFile, Memory
 from .semantic import ModelError, load_model
 from .semantic.vectors import EMBED_BATCH, embed_text
@@ -74,6 +74,7 @@ def build_chunk(builder: ChunkBuilder, paths: list[str]) -> BuiltChunk:
     built = BuiltChunk(items, segment)
     _embed(builder.model_setting, memories, built)
     for memory in memories:
+        heading_tokens(memory)  # sent back with the memory: no query analyses its heading again
         memory.release_text(read_cold)
     return built
 

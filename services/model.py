@@ -145,6 +145,9 @@ class Memory:
     # The workspace root, shared by every memory of it, once ``path`` is computed on demand (``_root / rel_path``):
     # an absolute ``Path`` per memory, with its parts, held ~350 bytes (35 MiB at 100,000).
     _root: Path | None = field(default=None, init=False, repr=False, compare=False)
+    # The analysed tokens of the heading (summary line, title, id words, tags), set once per parse by
+    # ``index.heading_tokens`` (builders set it before pickling; queries otherwise): hot fields only.
+    heading_tokens: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         """Only called when normal lookup fails: a released cold field is read back from the file.

@@ -14,9 +14,8 @@ import os
 from collections.abc import Mapping
 from datetime import UTC
 
-from ..analysis import index_tokens
 from ..graph import LinkGraph
-from ..index import heading_text
+from ..index import heading_tokens
 from ..model import Memory
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
@@ -205,20 +204,8 @@ class DerivedState(EngineState):
         return self.block_tokens(memory, CATALOG)
 
     def heading_tokens(self, memory: Memory) -> tuple[str, ...]:
-        """Analysed tokens of a memory's summary line, title, id and tags (cached per checksum).
-
-        ``index_tokens`` gives the analyzer's tokens at a third of its CPU; a sorted tuple
-        of distinct tokens (the strings are the stemmer memo's own) is ~5x smaller than a
-        frozenset, and the query path only asks whether its few matched words are in it.
-        """
-        key = (memory.id, memory.checksum)
-        value = self._heading_cache.get(key)
-        if value is None:
-            if len(self._heading_cache) > TOKEN_CACHE_MAX:
-                self._heading_cache = {}
-            value = tuple(sorted(set(index_tokens(heading_text(memory) + "\n" + " ".join(memory.tags)))))
-            self._heading_cache[key] = value
-        return value
+        """Analysed tokens of a memory's summary line, title, id and tags (``index.heading_tokens``: kept per parse)."""
+        return heading_tokens(memory)
 
     def block_tokens(self, memory: Memory, tier: str) -> int:
         """Tokens of a memory's rendered block at a tier (or ``CATALOG``), cached per checksum and counter.

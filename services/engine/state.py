@@ -81,7 +81,6 @@ class EngineState:
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[tuple[str, str, str], int] = {}
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
-        self._heading_cache: dict[tuple[str, str], tuple[str, ...]] = {}
         self._loaded = False
         # (id, version) -> checksum of every version this engine served (get_memory,
         # resources, context): expected_version alone then detects an unversioned edit.
