@@ -8,34 +8,22 @@ the one writer.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
 from collections.abc import Mapping
-from datetime import UTC
 
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
+from . import lists
 from .state import EngineState
 
 log = logging.getLogger(__name__)
 
 TOKEN_CACHE_MAX = 200_000
 WARM_LIST_SIZE = 64  # warm_query_caches: important/recent lists this long (queries ask for <= 40)
-
-
-def _changed_at(memory: Memory) -> float:
-    """When a memory last changed: its ``modified`` field, else the file's mtime (seconds)."""
-    when = memory.modified
-    if when is not None:
-        try:
-            return when.timestamp() if when.tzinfo else when.replace(tzinfo=UTC).timestamp()
-        except (OverflowError, ValueError, OSError):
-            pass
-    return float(memory.mtime or 0.0)
 
 
 class DerivedState(EngineState):
@@ -91,13 +79,7 @@ class DerivedState(EngineState):
 
     def pinned_ids(self) -> list[str]:
         """Rules and always_load memories: always candidates, rendered first."""
-        cached = self._pinned
-        if cached is not None and cached[0] == self._generation:
-            return cached[1]
-        generation = self._generation
-        ids = sorted(m.id for m in list(self.store.memories.values()) if m.type == "rule" or m.always_load)
-        self._pinned = (generation, ids)
-        return ids
+        return self._query_lists(0).pinned
 
     def important_ids(self, limit: int) -> list[str]:
         """The ``limit`` most important memories (then most recent), candidates for every query.
@@ -107,42 +89,35 @@ class DerivedState(EngineState):
         """
         if limit <= 0:
             return []
-        cached = self._important
-        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
-            generation = self._generation
-            memories = [
-                m
-                for m in list(self.store.memories.values())
-                if m.type != "rule" and not m.always_load and m.importance > 0
-            ]
-            best = heapq.nsmallest(max(limit, 32), memories, key=lambda m: (-m.importance, -(m.mtime or 0.0), m.id))
-            cached = (generation, [m.id for m in best])
-            self._important = cached
-        return cached[1][:limit]
-
-    def warm_query_caches(self) -> None:
-        """Compute the per-generation lists every query needs (pinned, important, recent) now.
-
-        Each is a pass over every memory (~50-100 ms at 10,000 on a busy machine);
-        the daemon calls this off the query path after each change batch, so the
-        first query after an editor's save does not pay for it.
-        """
-        self.pinned_ids()
-        self.important_ids(WARM_LIST_SIZE)
-        self.recent_ids(WARM_LIST_SIZE)
+        return self._query_lists(limit).important[:limit]
 
     def recent_ids(self, limit: int) -> list[str]:
         """The ``limit`` most recently changed memories (for the catalog), cached per generation."""
         if limit <= 0:
             return []
-        cached = self._recent
-        if cached is None or cached[0] != self._generation or len(cached[1]) < limit:
-            generation = self._generation
-            memories = [m for m in list(self.store.memories.values()) if m.type != "rule" and not m.always_load]
-            newest = heapq.nsmallest(max(limit, 64), memories, key=lambda m: (-_changed_at(m), m.id))
-            cached = (generation, [m.id for m in newest])
-            self._recent = cached
-        return cached[1][:limit]
+        return self._query_lists(limit).recent[:limit]
+
+    def warm_query_caches(self) -> None:
+        """Compute the per-generation lists every query needs (pinned, important, recent) now.
+
+        The daemon calls this off the query path after each change batch, so the
+        first query after an editor's save does not pay for it; after a few
+        changes they are patched, not recomputed (``engine/lists.py``).
+        """
+        self._query_lists(WARM_LIST_SIZE)
+
+    def _query_lists(self, limit: int) -> lists.QueryLists:
+        """The lists for the current generation (patched from the last ones when few memories changed)."""
+        cached = self._lists
+        generation = self._generation
+        if cached is not None and cached.generation == generation and limit <= cached.size:
+            return cached
+        size = max(limit, lists.LIST_SIZE)
+        fresh = lists.patch(cached, self.store.memories, generation, size) if cached is not None else None
+        if fresh is None:
+            fresh = lists.compute(self.store.memories, generation, size)
+        self._lists = fresh
+        return fresh
 
     def intent_classifier(self) -> PrototypeClassifier | None:
         """Nearest-prototype intent classifier on the current embeddings (None without a model)."""

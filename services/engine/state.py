@@ -28,6 +28,7 @@ from ..signals import KeywordOverlapScorer, SemanticScorer
 from ..stop_flag import StopFlag
 from ..store import MemoryStore
 from ..tokens import TokenCounter, default_counter
+from .lists import QueryLists
 from .memo import Memo
 from .summary import ChangeSummary
 
@@ -72,9 +73,7 @@ class EngineState:
         # The daemon sets this: queries then use the last built graph and the
         # daemon calls refresh_graph() after each change batch (see graph()).
         self.allow_stale_graph = False
-        self._pinned: tuple[int, list[str]] | None = None
-        self._important: tuple[int, list[str]] | None = None
-        self._recent: tuple[int, list[str]] | None = None
+        self._lists: QueryLists | None = None  # pinned, important, recent (engine/lists.py)
         self._classifier: PrototypeClassifier | None = None
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
         self._communities_stamp: tuple[int, int, int] | None = None  # (inode, mtime, size) of the file read
