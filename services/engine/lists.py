@@ -145,7 +145,7 @@ def _merge(
     entered: list[Memory],
     memories: Mapping[str, Memory],
     admits: Callable[[Memory], bool],
-    key: Callable[[Memory], tuple],
+    key: Callable[[Memory], tuple[float | str, ...]],
 ) -> tuple[list[str], bool] | None:
     """``ranked`` without the changed ids, with the changed memories ``admits`` takes, cut where still exact."""
     survivors = [memories[mid] for mid in ranked if mid not in changed]
