@@ -130,3 +130,26 @@ def test_released_memories_share_their_root_and_empty_lists(make_workspace) -> N
             assert deploy.requires == [] and pickle.loads(pickle.dumps(plain)).requires is plain.requires
         finally:
             engine.close()
+
+
+def test_a_memory_being_released_reads_its_text_at_every_step(make_workspace, monkeypatch) -> None:
+    """The store serves a memory while the writer releases it: a query thread reading ``l1`` or
+    ``path`` at any point of ``release_text`` must get the text (the source is set before the
+    fields go). Before, a read between the deletion and the source's assignment raised
+    AttributeError ('no attribute l1'): seen at 100,000 memories under load."""
+    from ctxos.services.model import Memory
+
+    root = make_workspace({"05-resources/deploy.md": memory_text("deploy", LONG_BODY)})
+    memory = load_memory(root, "05-resources/deploy.md", Engine(root).config)
+    seen: list[tuple[str, str]] = []
+    share = Memory._share_small_values
+
+    def reading_meanwhile(self: Memory) -> None:
+        seen.append((self.l1, str(self.path)))  # what a concurrent query would read at this point
+        share(self)
+        seen.append((self.l1, str(self.path)))
+
+    monkeypatch.setattr(Memory, "_share_small_values", reading_meanwhile)
+    assert memory.release_text(tier_source.read_cold)
+    assert [l1 for l1, _ in seen] == [memory.l1, memory.l1] and "clean tree" in memory.l1
+    assert {p for _, p in seen} == {str(root / "05-resources" / "deploy.md")}
