@@ -470,6 +470,12 @@ class MemoryIndex:
             for path, (checksum, mid) in item.indexed.items():
                 self._checksums[path] = checksum
                 self._ids[path] = mid
+            segment = item.segment
+            if len(item.indexed) == segment.doc_count_all():  # type: ignore[attr-defined]
+                # Documents were added in this order, so these are the segment's stored ids and
+                # paths by document number: the first query need not read them back from disk.
+                docs = SegmentDocs.of([mid for _, mid in item.indexed.values()], list(item.indexed))
+                self._segment_cache.put_docs(segment.segment_id(), docs)  # type: ignore[attr-defined]
 
     # --- reading -----------------------------------------------------------------
     def _searcher(self) -> Searcher:

@@ -267,3 +267,27 @@ def test_segment_reads_survive_an_edit_and_equal_whoosh_exactly(index):
     assert {key[0] for key in cache._terms} <= live
     hits = index.search(terms, 10)
     assert {h.id: h.score for h in hits} == whoosh_reference(index, terms, 10)
+
+
+def test_committed_builder_segments_know_their_documents(tmp_path):
+    """Segments written by builders (a cold build) carry their ids and paths into the search cache."""
+    from ctxos.services.index import write_segment
+
+    memories = corpus(60)
+    ix = MemoryIndex(tmp_path / "index")
+    ix.open()
+    staged = [write_segment(tmp_path / f"stage-{i}", memories[i * 30 : (i + 1) * 30]) for i in range(2)]
+    ix.add_segments([s for s in staged if s is not None])
+    known = dict(ix._segment_cache.all_docs())
+    assert len(known) == 2
+    searcher = ix.ix.searcher()
+    try:
+        for reader, _ in searcher.reader().leaf_readers():
+            stored = [reader.stored_fields(d) for d in range(reader.doc_count_all())]
+            docs = known[reader.segment().segment_id()]
+            assert docs.ids == [f["id"] for f in stored] and docs.paths == [f["path"] for f in stored]
+    finally:
+        searcher.close()
+    hits = ix.search(QUERIES[0], 10)
+    assert {h.id: h.score for h in hits} == whoosh_reference(ix, QUERIES[0], 10)
+    ix.close()
