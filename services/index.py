@@ -583,11 +583,9 @@ class MemoryIndex:
             totals = totals + np.where(found, scores[at] * weight, 0.0)
             for j in np.flatnonzero(found).tolist():
                 matched[j].update(tokens)
-        hits = []
-        for docnum, score, words in zip(docnums, totals.tolist(), matched):
-            if score > 0.0:
-                mid, path = gen.doc(searcher, docnum)
-                hits.append(Hit(mid, path, score, frozenset(words)))
+        scored = [(d, score, words) for d, score, words in zip(docnums, totals.tolist(), matched) if score > 0.0]
+        named = gen.docs(searcher, [d for d, _, _ in scored])
+        hits = [Hit(mid, path, score, frozenset(words)) for (mid, path), (_, score, words) in zip(named, scored)]
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 

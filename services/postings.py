@@ -456,13 +456,20 @@ class Generation:
                     return seg.offset + local
         return None
 
-    def doc(self, searcher: Searcher, docnum: int) -> tuple[str, str]:
-        """(id, path) of a global document number."""
-        at = int(np.searchsorted(self.offsets, docnum, side="right")) - 1
-        seg = self.segments[at]
-        docs = self.cache.docs(seg.segid, self._readers(searcher)[at])
-        local = docnum - seg.offset
-        return docs.ids[local], docs.paths[local]
+    def docs(self, searcher: Searcher, docnums: Sequence[int]) -> list[tuple[str, str]]:
+        """(id, path) of global document numbers (one ``searchsorted`` for all of them)."""
+        readers = self._readers(searcher)
+        where = np.searchsorted(self.offsets, np.asarray(docnums, dtype=np.int64), side="right") - 1
+        known: dict[int, SegmentDocs] = {}
+        out = []
+        for docnum, at in zip(docnums, where.tolist()):
+            seg = self.segments[at]
+            docs = known.get(at)
+            if docs is None:
+                docs = known[at] = self.cache.docs(seg.segid, readers[at])
+            local = docnum - seg.offset
+            out.append((docs.ids[local], docs.paths[local]))
+        return out
 
 
 def top_documents(postings: Sequence[tuple[float, Postings]], limit: int, docs: int) -> list[int]:
