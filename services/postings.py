@@ -31,9 +31,9 @@ import pickle
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermsReader, _lenfield
@@ -214,6 +214,56 @@ class SegmentDocs:
         return cls.of(ids, paths)
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    """A dict bounded by the total size of its values (postings), least recently used first out.
+
+    Shared by reader threads: a hit only reorders (an entry evicted meanwhile is
+    still returned), and additions and evictions take the lock.
+    """
+
+    def __init__(self, limit: int, size: Callable[[V], int]) -> None:
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._limit, self._size_of, self._size = limit, size, 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        entry = self._items.get(key)
+        if entry is not None:
+            try:
+                self._items.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return entry
+
+    def put(self, key: K, entry: V) -> None:
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = entry
+                self._size += self._size_of(entry)
+                while self._size > self._limit and len(self._items) > 1:
+                    _, old = self._items.popitem(last=False)
+                    self._size -= self._size_of(old)
+
+    def drop(self, keep: Callable[[K], bool]) -> None:
+        """Remove every entry whose key ``keep`` rejects."""
+        with self._lock:
+            for key in [k for k in self._items if not keep(k)]:
+                self._size -= self._size_of(self._items.pop(key))
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(list(self._items))
+
+    def __getitem__(self, key: K) -> V:
+        return self._items[key]
+
+    def items(self) -> list[tuple[K, V]]:
+        return list(self._items.items())
+
+
 class SegmentCache:
     """Per segment (by Whoosh's segment id): term postings, field lengths and stored ids, kept across commits.
 
@@ -227,8 +277,7 @@ class SegmentCache:
     """
 
     def __init__(self) -> None:
-        self._terms: OrderedDict[tuple[str, str, str], SegmentTerm] = OrderedDict()
-        self._size = 0
+        self._terms: _Lru[tuple[str, str, str], SegmentTerm] = _Lru(POSTING_CACHE_MAX, lambda t: len(t.ids))
         self._lengths: dict[tuple[str, str], np.ndarray[Any, np.dtype[np.uint8]]] = {}
         self._docs: dict[str, SegmentDocs] = {}
         self._lock = threading.Lock()
@@ -236,20 +285,9 @@ class SegmentCache:
     def term(self, segid: str, reader: Any, fieldname: str, text: str) -> SegmentTerm:
         key = (segid, fieldname, text)
         entry = self._terms.get(key)
-        if entry is not None:
-            try:
-                self._terms.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-            return entry
-        entry = read_term(reader, fieldname, text)
-        with self._lock:
-            if key not in self._terms:
-                self._terms[key] = entry
-                self._size += len(entry.ids)
-                while self._size > POSTING_CACHE_MAX and len(self._terms) > 1:
-                    _, old = self._terms.popitem(last=False)
-                    self._size -= len(old.ids)
+        if entry is None:
+            entry = read_term(reader, fieldname, text)
+            self._terms.put(key, entry)
         return entry
 
     def lengths(self, segid: str, reader: Any, fieldname: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
@@ -274,10 +312,8 @@ class SegmentCache:
 
     def prune(self, live: set[str]) -> None:
         """Forget segments a merge or rebuild removed from the index."""
+        self._terms.drop(lambda key: key[0] in live)
         with self._lock:
-            dead = [k for k in self._terms if k[0] not in live]
-            for key in dead:
-                self._size -= len(self._terms.pop(key).ids)
             self._lengths = {k: v for k, v in self._lengths.items() if k[0] in live}
             self._docs = {k: v for k, v in self._docs.items() if k in live}
 
@@ -352,9 +388,7 @@ class Generation:
         self._avgfl: dict[str, float] = {}
         self._df: dict[tuple[str, str], int] = {}
         self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
-        self._scored: OrderedDict[tuple[str, str], Postings] = OrderedDict()
-        self._scored_size = 0
-        self._lock = threading.Lock()
+        self._scored: _Lru[tuple[str, str], Postings] = _Lru(SCORED_CACHE_MAX, lambda p: len(p[0]))
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:
@@ -402,21 +436,10 @@ class Generation:
         """
         key = (fieldname, text)
         entry = self._scored.get(key)
-        if entry is not None:
-            try:
-                self._scored.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-            return entry
-        view = self.term(searcher, fieldname, text)
-        entry = (view.ids, view.scores())
-        with self._lock:
-            if key not in self._scored:
-                self._scored[key] = entry
-                self._scored_size += len(view.ids)
-                while self._scored_size > SCORED_CACHE_MAX and len(self._scored) > 1:
-                    _, (old_ids, _) = self._scored.popitem(last=False)
-                    self._scored_size -= len(old_ids)
+        if entry is None:
+            view = self.term(searcher, fieldname, text)
+            entry = (view.ids, view.scores())
+            self._scored.put(key, entry)
         return entry
 
     def term(self, searcher: Searcher, fieldname: str, text: str) -> TermView:
