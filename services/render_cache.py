@@ -3,10 +3,9 @@
 A query at 10,000 memories renders ~100 blocks; re-reading each one's text
 (``services/tier_source.py``: a file read, a checksum and a tier split) and
 re-counting it was a third of the query's CPU (docs/engine.md, "Start and
-latency"). This cache keeps, per (memory id, checksum, tier), the block's text,
-its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
-counts the whole answer without re-tokenizing it, and its token count: the tier
-planner's count and the render share one tokenization.
+latency"). This cache keeps, per (memory id, checksum, tier), the block's text
+and its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
+counts the whole answer without re-tokenizing it.
 
 Bounded by an estimate of its bytes (``max_bytes``), least recently used out
 first. A memory whose file changes gets a new checksum, hence a new key; its
@@ -21,7 +20,7 @@ from typing import NamedTuple
 
 from .model import Memory
 from .render import catalog_line, memory_block
-from .tokens import PieceCosts, TokenCounter, is_joinable, join_count
+from .tokens import PieceCosts, TokenCounter, is_joinable
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
@@ -29,11 +28,10 @@ _ENTRY_OVERHEAD = 300  # key tuple, the entry tuple, the str and tuple headers, 
 
 
 class RenderedBlock(NamedTuple):
-    """A memory's block at a tier: its text, piece costs (None when the counter cannot join counts) and tokens."""
+    """A memory's block at a tier: its text and piece costs (None when the counter cannot join counts)."""
 
     text: str
     costs: PieceCosts | None
-    tokens: int  # ``counter.count(text)``: from the piece costs when there are any (the same sum)
 
 
 class BlockCache:
@@ -59,9 +57,7 @@ class BlockCache:
             self.misses += 1
         text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
         costs = counter.piece_costs(text) if is_joinable(counter) else None
-        # one tokenization for the count and the render: ``count`` adds the same costs in the same order
-        tokens = join_count([(costs, 0)]) if costs is not None else counter.count(text)
-        block = RenderedBlock(text, costs, tokens)
+        block = RenderedBlock(text, costs)
         with self._lock:
             if key not in self._blocks:
                 self._blocks[key] = block

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
+from ..render import catalog_line, memory_block
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
 from . import lists
@@ -185,15 +186,17 @@ class DerivedState(EngineState):
     def block_tokens(self, memory: Memory, tier: str) -> int:
         """Tokens of a memory's rendered block at a tier (or ``CATALOG``), cached per checksum and counter.
 
-        A count not cached renders the block through the block cache (``rendered_block``): the
-        tier planner counts the blocks the query then mostly shows, so one tokenization serves both.
+        Counted, not rendered into the block cache: the tier planner counts blocks a
+        query may not show (and L2s it does not upgrade to), and filling the cache
+        with them cost more than rendering the shown ones again (A/B at 10,000).
         """
         key = (memory.id, memory.checksum, tier)
         value = self._token_cache.get(key)
         if value is None:
             if len(self._token_cache) > TOKEN_CACHE_MAX:
                 self._token_cache = {}
-            value = self._block_cache.block(memory, tier, self.counter).tokens
+            text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
+            value = self.counter.count(text)
             self._token_cache[key] = value
         return value
 
