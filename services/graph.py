@@ -232,7 +232,14 @@ def authority(graph: LinkGraph, damping: float) -> dict[str, float]:
     low, high = min(ranks.values()), max(ranks.values())
     if high - low <= 1e-12:
         return {node: 0.0 for node in graph.nodes}
-    return {node: (rank - low) / (high - low) for node, rank in ranks.items()}
+    # One float object per distinct value: most memories share a handful of low ranks (at 100,000,
+    # 7,309 distinct values, 62,000 of them 0.0), ~2 MiB of separate floats otherwise (issue 16).
+    shared: dict[float, float] = {}
+    scaled: dict[str, float] = {}
+    for node, rank in ranks.items():
+        value = (rank - low) / (high - low)
+        scaled[node] = shared.setdefault(value, value)
+    return scaled
 
 
 # Graph algorithms: igraph (C) for all of them. networkx is not a dependency: its PageRank needs
