@@ -322,3 +322,12 @@ def daemon_factory() -> Iterator[Callable[..., DaemonProcess]]:
     yield factory
     for daemon in started:
         daemon.stop()
+
+
+def lexical_workspace(root: Path) -> Path:
+    """An empty workspace at ``root`` whose config turns embeddings off (engine tests that need no model run faster)."""
+    from ctxos.services.workspace import init_workspace
+
+    init_workspace(root, seed_examples=False)
+    (root / "_config.yaml").write_text("semantic:\n  model: lexical\n", encoding="utf-8")
+    return root

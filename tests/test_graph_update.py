@@ -19,6 +19,7 @@ from ctxos.services.engine import Engine
 from ctxos.services.graph import LinkGraph, build_graph
 from ctxos.services.graph_update import GraphTracker
 from ctxos.services.workspace import init_workspace
+from daemon_helpers import lexical_workspace
 
 FOLDERS = ["03-projects", "03-projects/sub", "05-resources", "05-resources/Plugins", "06-decisions"]
 STEMS = ["Templates", "Daily notes", "graph-view", "canvas", "sync", "Start here", "alpha", "beta"]
@@ -66,9 +67,7 @@ def _reference(engine: Engine) -> LinkGraph:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_patched_graph_equals_a_full_build_after_edits_renames_and_deletes(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    root = tmp_path / "ws"
-    init_workspace(root, seed_examples=False)
-    (root / "_config.yaml").write_text("semantic:\n  model: lexical\n", encoding="utf-8")  # no embeddings: faster
+    root = lexical_workspace(tmp_path / "ws")
     files: list[str] = []
     for i in range(60):
         rel = f"{rng.choice(FOLDERS)}/{rng.choice(STEMS)}{'' if rng.random() < 0.5 else f' {i}'}.md"

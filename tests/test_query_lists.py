@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ctxos.services.engine import Engine, lists
-from ctxos.services.workspace import init_workspace
+from daemon_helpers import lexical_workspace
 
 
 def _text(rng: random.Random, i: int) -> str:
@@ -37,9 +37,7 @@ def _text(rng: random.Random, i: int) -> str:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_patched_lists_equal_the_full_computation(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    root = tmp_path / "ws"
-    init_workspace(root, seed_examples=False)
-    (root / "_config.yaml").write_text("semantic:\n  model: lexical\n", encoding="utf-8")  # no embeddings: faster
+    root = lexical_workspace(tmp_path / "ws")
     folder = root / "03-projects"
     names = list(range(200))
     for i in names:
