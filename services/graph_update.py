@@ -32,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Protocol
 
+from . import groups
 from .graph import (
     MAX_TAG_MEMBERS,
     LinkGraph,
@@ -73,7 +74,7 @@ class GraphTracker:
         self._links: dict[str, ResolvedLinks] = {}  # source id -> its resolved links
         # Tuples, not sets (as in the store): most entries hold one or two ids, and at 10,000 memories
         # ~19,000 entries plus ~5,000 tags held ~5 MiB more as sets. A patch rebuilds the few it moves.
-        self._dependents: dict[str, tuple[str, ...]] = {}  # catalog entry -> sources whose links read it
+        self._dependents: dict[str, groups.Group] = {}  # catalog entry -> sources whose links read it (groups.py)
         self._members: dict[str, tuple[str, ...]] = {}  # tag -> ids carrying it (tag_set)
         self.last_update = "none"  # what the last call did: "full", "patched" or "unchanged"
 
@@ -132,7 +133,7 @@ class GraphTracker:
                 for tag in tag_set(memory):
                     members[tag].append(memory.id)
         self._links = links
-        self._dependents = {key: tuple(ids) for key, ids in dependents.items()}
+        self._dependents = {key: next(iter(ids)) if len(ids) == 1 else tuple(ids) for key, ids in dependents.items()}
         self._members = {tag: tuple(ids) for tag, ids in members.items()}
         self._memories, self._settings, self._graph = memories, settings, graph
         self.last_update = "full"
@@ -158,7 +159,7 @@ class GraphTracker:
                     touched |= catalog.memory_lookups(memory)
         sources = set(changed)
         for key in touched:
-            sources.update(self._dependents.get(key, ()))
+            sources.update(groups.members(self._dependents.get(key)))
         known = set(memories)
         nodes_changed = len(known) != len(old) or not known.issuperset(old)
         graph = LinkGraph(
@@ -252,11 +253,11 @@ class GraphTracker:
         if before is not None:
             for target, _ in self._links.get(source, ()):
                 for key in catalog.link_lookups(target, before.rel_path):
-                    _discard(dependents, key, source)
+                    groups.discard(dependents, key, source)
         if after is not None:
             for target, _ in links:
                 for key in catalog.link_lookups(target, after.rel_path):
-                    _add(dependents, key, source)
+                    groups.add(dependents, key, source)
 
 
 def _add(table: dict[str, tuple[str, ...]], key: str, value: str) -> None:

@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from . import groups
 from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
 from .model import InvalidFile, Memory
 from .tier_source import read_cold
@@ -68,12 +69,12 @@ class MemoryStore:
         # Tuples, not sets: nearly every key names one memory, and at 10,000 memories the
         # ~27,000 one-element sets of these two maps held ~5.8 MiB (a set is 216 bytes, a
         # one-element tuple 48; issue 16). Lookups only iterate them, and ``pick_target`` orders.
-        # A group past ``_TUPLE_MAX`` becomes a set (adding to a tuple copies it).
+        # A group past ``groups.TUPLE_MAX`` becomes a set (adding to a tuple copies it).
         # A group of one is the bare string (at 100,000 memories ~300,000 one-element tuples and
         # the id -> keys map held ~25 MiB); the keys a memory was added under are recomputed from
         # its hot fields (``_loose_names``) to remove it.
-        self._by_stem: dict[str, _Group] = {}  # casefolded stem -> served paths
-        self._loose: dict[str, _Group] = {}  # _link_key(id, stem, title) -> ids
+        self._by_stem: dict[str, groups.Group] = {}  # casefolded stem -> served paths
+        self._loose: dict[str, groups.Group] = {}  # _link_key(id, stem, title) -> ids
         self._unreleased: set[str] = set()  # paths served with their text still held (see compact)
 
     # --- reading -------------------------------------------------------------
@@ -154,7 +155,7 @@ class MemoryStore:
         text, anchored = normalise_target(without_suffix(side), source)
         key = path_key(text)
         stem = key.rsplit("/", 1)[-1]  # as _side_stem
-        paths = _members(self._by_stem.get(stem))
+        paths = groups.members(self._by_stem.get(stem))
         if "/" in key or anchored:
             exact = [p for p in paths if path_key(without_suffix(p)) == key]
             if not exact and not anchored:
@@ -163,7 +164,7 @@ class MemoryStore:
         else:
             chosen = pick_target(list(paths), source)
         if chosen is None:
-            ids = [i for i in _members(self._loose.get(_link_key(side))) if i in self.memories]
+            ids = [i for i in groups.members(self._loose.get(_link_key(side))) if i in self.memories]
             chosen = pick_target([self.memories[i].rel_path for i in ids], source)
         memory = self.by_path.get(chosen) if chosen else None
         return memory.id if memory is not None else None
@@ -322,60 +323,13 @@ class MemoryStore:
         self.memories[memory.id] = memory
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
-        _tuple_add(self._by_stem, stem.casefold(), memory.rel_path)
+        groups.add(self._by_stem, stem.casefold(), memory.rel_path)
         for key in _loose_names(memory):
-            _tuple_add(self._loose, key, memory.id)
+            groups.add(self._loose, key, memory.id)
 
     def _by_stem_discard(self, memory: Memory) -> None:
-        _tuple_discard(self._by_stem, stem_of(memory.rel_path).casefold(), memory.rel_path)
+        groups.discard(self._by_stem, stem_of(memory.rel_path).casefold(), memory.rel_path)
 
     def _forget_loose(self, memory: Memory) -> None:
         for key in _loose_names(memory):  # the object placed is the one removed: same hot fields, same keys
-            _tuple_discard(self._loose, key, memory.id)
-
-
-_TUPLE_MAX = 16
-_Group = str | tuple[str, ...] | set[str]
-
-
-def _members(group: _Group | None) -> tuple[str, ...] | set[str]:
-    """A group's members (a bare string is a group of one; iterating it would give its characters)."""
-    if group is None:
-        return ()
-    return (group,) if isinstance(group, str) else group
-
-
-def _tuple_add(table: dict[str, _Group], key: str, value: str) -> None:
-    """Add ``value`` to the group at ``key``: the bare string, a tuple while small (a quarter of a set), then a set."""
-    held = table.get(key)
-    if held is None:
-        table[key] = value
-    elif isinstance(held, set):
-        held.add(value)
-    elif isinstance(held, str):
-        if held != value:
-            table[key] = (held, value)
-    elif value not in held:
-        table[key] = (*held, value) if len(held) < _TUPLE_MAX else {*held, value}
-
-
-def _tuple_discard(table: dict[str, _Group], key: str, value: str) -> None:
-    held = table.get(key)
-    if held is None:
-        return
-    if isinstance(held, str):
-        if held == value:
-            del table[key]
-        return
-    if value not in held:
-        return
-    if isinstance(held, set):
-        held.discard(value)
-        rest: _Group = held
-    else:
-        left = tuple(item for item in held if item != value)
-        rest = left[0] if len(left) == 1 else left
-    if rest:
-        table[key] = rest
-    else:
-        del table[key]
+            groups.discard(self._loose, key, memory.id)
