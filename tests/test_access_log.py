@@ -83,3 +83,20 @@ def test_without_json_functions_loads_are_rows(tmp_path):
     assert log.loads_for_query(log.recent_queries(1)[0].id) == [("a", "L1"), ("b", "L0")]
     assert log.counts_in_window(1) == {"a": 1}
     log.close()
+
+
+def test_lazy_counts_are_counted_at_first_use_with_the_same_result(tmp_path):
+    """The engine opens the log with ``lazy_counts`` (the count is not part of a restart's wait)."""
+    now = time.time()
+    log = AccessLog(tmp_path)
+    log.open()
+    log.record("q", "default", 1000, 20, [("a", "L1"), ("b", "L2"), ("a", "L0")], ts=now)
+    log.close()
+    lazy = AccessLog(tmp_path)
+    lazy.lazy_counts = True
+    lazy.open()
+    assert lazy._counts_at == 0.0  # opened without counting the window
+    assert lazy.query_count() == 1
+    lazy.record("q2", "default", 1000, 20, [("b", "L1")], ts=now)  # before the first count
+    assert lazy.frequency_counts() == {"a": 1, "b": 2}
+    lazy.close()

@@ -101,11 +101,15 @@ class DerivedState(EngineState):
     def warm_query_caches(self) -> None:
         """Compute the per-generation lists every query needs (pinned, important, recent) now.
 
-        The daemon calls this off the query path after each change batch, so the
-        first query after an editor's save does not pay for it; after a few
-        changes they are patched, not recomputed (``engine/lists.py``).
+        The daemon calls this off the query path after each change batch and once
+        it is ready, so the first query after an editor's save (or a restart) does
+        not pay for it; after a few changes they are patched, not recomputed
+        (``engine/lists.py``). The access log's frequency counts, which the load
+        leaves uncounted, are counted here too (a no-op once counted).
         """
         self._query_lists(WARM_LIST_SIZE)
+        if self.access_log is not None:
+            self.access_log.frequency_counts()  # left by the load (AccessLog.lazy_counts): counted here once
 
     def _query_lists(self, limit: int) -> lists.QueryLists:
         """The lists for the current generation (patched from the last ones when few memories changed)."""
