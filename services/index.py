@@ -227,6 +227,7 @@ class MemoryIndex:
         if self._ix is not None:  # re-opening (Engine.load called again)
             self.close()
         version_file = self.dir / SCHEMA_VERSION_FILE
+        self._remove_writer_leftovers()
         try:
             if self.dir.exists() and not self.dir.is_dir():
                 self.recovered = "index path is not a folder"
@@ -246,6 +247,19 @@ class MemoryIndex:
             self.recovered = f"index unreadable ({type(exc).__name__}: {exc})"
         self._create_empty()
         return True
+
+    def _remove_writer_leftovers(self) -> None:
+        """Delete the temp folder (``memories.tmp``) of a writer killed mid-commit.
+
+        Whoosh's segment writer keeps its sorting runs there and removes it when
+        it finishes; a SIGKILL leaves it behind. Opening happens under the
+        workspace lock, so no live writer can own it. The segments it fed were
+        never committed, so nothing in it is needed.
+        """
+        leftover = self.dir / f"{INDEX_NAME}.tmp"
+        if leftover.is_dir() and not leftover.is_symlink():
+            log.info("removing %s, left by an index writer that was stopped mid-commit", leftover)
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def _read_stored(self, searcher: Searcher) -> None:
         """Every document's stored path, id and checksum, read once at open, segment by segment.

@@ -90,6 +90,25 @@ def test_reopen_keeps_checksums(tmp_path):
     again.close()
 
 
+def test_reopen_removes_the_temp_folder_of_a_writer_killed_mid_commit(tmp_path):
+    ix = MemoryIndex(tmp_path / "index")
+    ix.open()
+    ix.update([mem("a", "alpha")])
+    writer = ix.ix.writer()  # Whoosh makes its temp storage (memories.tmp) as the writer starts
+    writer.add_document(path="05-resources/b.md", id="b", text="beta")
+    writer.writelock.release()  # what a SIGKILL does to the lock; the temp folder stays
+    leftover = tmp_path / "index" / "memories.tmp"
+    assert leftover.is_dir()
+    ix.close()
+    again = MemoryIndex(tmp_path / "index")
+    assert again.open() is False
+    assert not leftover.exists()
+    assert again.checksum_of("05-resources/a.md") == mem("a", "alpha").checksum
+    assert again.update([mem("c", "gamma")]).updated == ["05-resources/c.md"]  # a new writer works after it
+    assert ids(again.search([("gamma", 1.0)], 5)) == ["c"]
+    again.close()
+
+
 def test_corrupt_index_is_recreated(tmp_path):
     ix = MemoryIndex(tmp_path / "index")
     ix.open()
