@@ -252,14 +252,22 @@ class MemoryIndex:
         """Delete the temp folder (``memories.tmp``) of a writer killed mid-commit.
 
         Whoosh's segment writer keeps its sorting runs there and removes it when
-        it finishes; a SIGKILL leaves it behind. Opening happens under the
-        workspace lock, so no live writer can own it. The segments it fed were
-        never committed, so nothing in it is needed.
+        it finishes; a SIGKILL leaves it behind. It is removed only while this
+        process holds Whoosh's write lock (a file lock the kernel drops with a
+        dead process), so a live writer's folder is never touched. The
+        segments it fed were never committed, so nothing in it is needed.
         """
         leftover = self.dir / f"{INDEX_NAME}.tmp"
-        if leftover.is_dir() and not leftover.is_symlink():
+        if not leftover.is_dir() or leftover.is_symlink():
+            return
+        lock = _storage(self.dir).lock(f"{INDEX_NAME}_WRITELOCK")
+        if not lock.acquire(blocking=False):
+            return  # a writer is alive (another process mid-commit): its folder is in use
+        try:
             log.info("removing %s, left by an index writer that was stopped mid-commit", leftover)
             shutil.rmtree(leftover, ignore_errors=True)
+        finally:
+            lock.release()
 
     def _read_stored(self, searcher: Searcher) -> None:
         """Every document's stored path, id and checksum, read once at open, segment by segment.

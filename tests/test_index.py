@@ -99,6 +99,9 @@ def test_reopen_removes_the_temp_folder_of_a_writer_killed_mid_commit(tmp_path):
     writer.writelock.release()  # what a SIGKILL does to the lock; the temp folder stays
     leftover = tmp_path / "index" / "memories.tmp"
     assert leftover.is_dir()
+    live = ix.ix.writer()  # while a writer holds the lock, its folder is left alone
+    assert MemoryIndex(tmp_path / "index").open() is False and leftover.is_dir()
+    live.cancel()
     ix.close()
     again = MemoryIndex(tmp_path / "index")
     assert again.open() is False
