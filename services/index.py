@@ -621,9 +621,7 @@ class MemoryIndex:
         return gen
 
     @staticmethod
-    def _selective(
-        searcher: Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], gen: Generation | None = None
-    ) -> list[Term]:
+    def _selective(searcher: Searcher, queries: Sequence[tuple[tuple[str, ...], Term]], gen: Generation) -> list[Term]:
         """The query terms worth ranking by for the top-K search.
 
         A word found in more than ``COMMON_TERM_SHARE`` of all memories has a
@@ -633,15 +631,11 @@ class MemoryIndex:
         for matched terms and for the scores of every candidate, and when the
         selective words find fewer than ``limit`` memories the ranking uses
         every word (so pruning never costs recall at depth). Document
-        frequencies come from the generation ``gen`` when given (from the
-        segments' term infos already read for the postings).
+        frequencies come from the generation ``gen`` (the segments' term infos
+        already read for the postings).
         """
-        if gen is None:  # straight from Whoosh (tests compare against a plain Whoosh search)
-            total = max(1, searcher.doc_count())
-            rated = [(searcher.doc_frequency(q.fieldname, q.text), q) for _, q in queries]
-        else:
-            total = max(1, gen.doc_count)
-            rated = [(gen.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
+        total = max(1, gen.doc_count)
+        rated = [(gen.doc_frequency(searcher, q.fieldname, q.text), q) for _, q in queries]
         limit = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
         chosen = [q for df, q in rated if 0 < df <= limit]
         if not chosen:
