@@ -72,10 +72,10 @@ class GraphTracker:
         self._settings: tuple[int, int, float] = (0, 0, 0.0)
         self._memories: dict[str, Memory] = {}  # id -> the object the graph was built from
         self._links: dict[str, ResolvedLinks] = {}  # source id -> its resolved links
-        # Tuples, not sets (as in the store): most entries hold one or two ids, and at 10,000 memories
-        # ~19,000 entries plus ~5,000 tags held ~5 MiB more as sets. A patch rebuilds the few it moves.
-        self._dependents: dict[str, groups.Group] = {}  # catalog entry -> sources whose links read it (groups.py)
-        self._members: dict[str, tuple[str, ...]] = {}  # tag -> ids carrying it (tag_set)
+        # Compact groups (groups.py, as in the store), not sets: most entries hold one or two ids, and at
+        # 10,000 memories ~19,000 entries plus ~5,000 tags held ~5 MiB more as sets.
+        self._dependents: dict[str, groups.Group] = {}  # catalog entry -> sources whose links read it
+        self._members: dict[str, groups.Group] = {}  # tag -> ids carrying it (tag_set)
         self.last_update = "none"  # what the last call did: "full", "patched" or "unchanged"
 
     def graph_for(
@@ -133,8 +133,8 @@ class GraphTracker:
                 for tag in tag_set(memory):
                     members[tag].append(memory.id)
         self._links = links
-        self._dependents = {key: next(iter(ids)) if len(ids) == 1 else tuple(ids) for key, ids in dependents.items()}
-        self._members = {tag: tuple(ids) for tag, ids in members.items()}
+        self._dependents = {key: groups.of(list(ids)) for key, ids in dependents.items()}
+        self._members = {tag: groups.of(ids) for tag, ids in members.items()}
         self._memories, self._settings, self._graph = memories, settings, graph
         self.last_update = "full"
         return graph
@@ -193,14 +193,14 @@ class GraphTracker:
             old_tags = set(tag_set(before)) if before is not None else set()
             new_tags = set(tag_set(after)) if after is not None else set()
             for tag in old_tags - new_tags:
-                _discard(members, tag, mid)
+                groups.discard(members, tag, mid)
                 moved.add(tag)
             for tag in new_tags - old_tags:
-                _add(members, tag, mid)
+                groups.add(members, tag, mid)
                 moved.add(tag)
         crossed = False
         for tag in moved:
-            crossed = crossed or (len(members.get(tag, ())) > max_members) != (tag in skipped)
+            crossed = crossed or (len(groups.members(members.get(tag))) > max_members) != (tag in skipped)
         return not crossed  # the caller builds in full, which refills the map
 
     def _relink(
@@ -260,22 +260,6 @@ class GraphTracker:
                     groups.add(dependents, key, source)
 
 
-def _add(table: dict[str, tuple[str, ...]], key: str, value: str) -> None:
-    group = table.get(key, ())
-    if value not in group:
-        table[key] = (*group, value)
-
-
-def _discard(table: dict[str, tuple[str, ...]], key: str, value: str) -> None:
-    group = table.get(key, ())
-    if value in group:
-        rest = tuple(v for v in group if v != value)
-        if rest:
-            table[key] = rest
-        else:
-            del table[key]
-
-
 def _found_alike(before: Memory, after: Memory) -> bool:
     """Does ``resolve_link`` find both versions of a memory the same way (id, path, names, explicit id)?"""
     return (
@@ -292,7 +276,7 @@ def _patch_implicit(
     previous: LinkGraph,
     memories: Mapping[str, Memory],
     changed: set[str],
-    members: Mapping[str, tuple[str, ...]],
+    members: Mapping[str, groups.Group],
     min_shared: int,
     skipped: set[str],
 ) -> None:
@@ -320,7 +304,7 @@ def _patch_implicit(
 
 
 def _tag_neighbours(
-    memory: Memory, members: Mapping[str, tuple[str, ...]], min_shared: int, skipped: set[str]
+    memory: Memory, members: Mapping[str, groups.Group], min_shared: int, skipped: set[str]
 ) -> set[str]:
     """Ids sharing at least ``min_shared`` of ``memory``'s tags, ``skipped`` (too common) tags left out.
 
@@ -332,7 +316,7 @@ def _tag_neighbours(
         return set()
     counts: dict[str, int] = defaultdict(int)
     for tag in kept:
-        for other in members.get(tag, ()):
+        for other in groups.members(members.get(tag)):
             counts[other] += 1
     found = {other for other, n in counts.items() if n >= min_shared}
     found.discard(memory.id)

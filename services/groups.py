@@ -10,6 +10,8 @@ its order unless they sort it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 TUPLE_MAX = 16  # a group past this becomes a set (adding to a tuple copies it)
 
 Group = str | tuple[str, ...] | set[str]
@@ -20,6 +22,13 @@ def members(group: Group | None) -> tuple[str, ...] | set[str]:
     if group is None:
         return ()
     return (group,) if isinstance(group, str) else group
+
+
+def of(values: Sequence[str]) -> Group:
+    """The group holding ``values`` (distinct, at least one), in the form ``add`` would have left it."""
+    if len(values) == 1:
+        return values[0]
+    return tuple(values) if len(values) <= TUPLE_MAX else set(values)
 
 
 def add(table: dict[str, Group], key: str, value: str) -> None:

@@ -33,3 +33,14 @@ def test_groups_follow_a_plain_dict_of_sets_through_random_adds_and_discards() -
             if len(reference[k]) == 1:
                 assert isinstance(held, (str, set))  # a set that shrank stays a set until emptied
     assert groups.members(None) == () and groups.members("memory-1") == ("memory-1",)
+
+
+def test_a_group_made_at_once_has_the_form_adding_one_by_one_leaves() -> None:
+    """``of`` (a full build) and ``add`` (a patch) agree: bare string, tuple up to TUPLE_MAX, then a set."""
+    for size in (1, 2, groups.TUPLE_MAX, groups.TUPLE_MAX + 1, 40):
+        values = [f"memory-{i}" for i in range(size)]
+        table: dict[str, groups.Group] = {}
+        for value in values:
+            groups.add(table, "k", value)
+        made = groups.of(values)
+        assert type(made) is type(table["k"]) and made == table["k"], size
