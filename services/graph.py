@@ -129,7 +129,7 @@ def resolve_links(
     memory: Memory,
     known: set[str],
     resolve: Callable[[str, str], str | None],
-    cache: dict[tuple[str, str], str | None] | None = None,
+    cache: dict[tuple[str, str], str | None],
 ) -> ResolvedLinks:
     """What each of ``memory.links`` names: an id in ``known``, or None (dangling).
 
@@ -143,8 +143,6 @@ def resolve_links(
         resolved: str | None
         if target in known:
             resolved = target
-        elif cache is None:
-            resolved = resolve(target, memory.rel_path)
         else:
             key = (target, folder)
             try:
@@ -171,13 +169,16 @@ def resolve_all_links(
 def add_explicit_edges(graph: LinkGraph, resolved: dict[str, ResolvedLinks]) -> None:
     """Fill ``outgoing``, ``incoming`` and ``dangling`` from every memory's resolved links."""
     for source, links in resolved.items():
-        for target, found in links:
-            if found is None:
-                graph.dangling.append((source, target))
-            elif found != source:
+        for _, found in links:
+            if found is not None and found != source:
                 graph.outgoing.setdefault(source, set()).add(found)
                 graph.incoming.setdefault(found, set()).add(source)
-    graph.dangling.sort()
+    graph.dangling = dangling_links(resolved)
+
+
+def dangling_links(resolved: dict[str, ResolvedLinks]) -> list[tuple[str, str]]:
+    """Every (source id, link text) that names no memory, sorted."""
+    return sorted((source, target) for source, links in resolved.items() for target, found in links if found is None)
 
 
 def tag_set(memory: Memory) -> list[str]:

@@ -38,6 +38,7 @@ from .graph import (
     LinkGraph,
     ResolvedLinks,
     authority,
+    dangling_links,
     graph_from_links,
     resolve_all_links,
     resolve_links,
@@ -170,7 +171,7 @@ class GraphTracker:
             skipped_tags=previous.skipped_tags,
         )
         edges_changed = self._relink(graph, previous, memories, sources, changed, known, catalog)
-        graph.dangling = sorted((s, t) for s, links in self._links.items() for t, found in links if found is None)
+        graph.dangling = dangling_links(self._links)
         if min_shared > 0:
             _patch_implicit(graph, previous, memories, changed, self._members, min_shared, skipped)
         graph.authority = authority(graph, damping) if nodes_changed or edges_changed else previous.authority
