@@ -148,6 +148,11 @@ class Memory:
     # The analysed tokens of the heading (summary line, title, id words, tags), set once per parse by
     # ``index.heading_tokens`` (builders set it before pickling; queries otherwise): hot fields only.
     heading_tokens: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    # Tokens of the L1 block and of the catalog line under the default (heuristic) counter, set once per
+    # parse by ``render.keep_counts`` (builders before pickling; queries otherwise; -1: not yet): the tier
+    # planner costs every candidate without reading its file back. Two small ints (issue 16, h18q).
+    l1_tokens: int = field(default=-1, init=False, repr=False, compare=False)
+    catalog_tokens: int = field(default=-1, init=False, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         """Only called when normal lookup fails: a released cold field is read back from the file.

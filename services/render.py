@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .model import Memory
-from .tokens import JoinableCounter, PieceCosts, TokenCounter, is_joinable, join_count
+from .tokens import JoinableCounter, PieceCosts, TokenCounter, default_counter, is_joinable, join_count
 
 SECTION_RULES = "## Rules"
 SECTION_MEMORIES = "## Memories"
@@ -51,6 +51,37 @@ def memory_block(memory: Memory, tier: str) -> str:
 def catalog_line(memory: Memory) -> str:
     l0 = " ".join(memory.l0.split())
     return f"- {memory.id} ({memory.label}): {l0}" if l0 else f"- {memory.id} ({memory.label})"
+
+
+def l1_block_tokens(memory: Memory) -> int:
+    """Tokens of ``memory_block(memory, "L1")`` under the default counter, counted once per parse.
+
+    Kept on the memory (``Memory.l1_tokens``): the tier planner costs every
+    candidate at L1 (~155 per query at 10,000 memories) but shows only some,
+    and counting a released memory's block meant reading its file back. The
+    cold build's builders count it while the text is still in the object
+    (``keep_counts``); a memory the engine parsed itself is counted here at its
+    first query. The block's heading (id, type, path) and text are fixed by
+    the parse, so the count never outlives what it counts.
+    """
+    value = memory.l1_tokens
+    if value < 0:
+        value = memory.l1_tokens = default_counter().count(memory_block(memory, "L1"))
+    return value
+
+
+def catalog_line_tokens(memory: Memory) -> int:
+    """Tokens of ``catalog_line(memory)`` under the default counter, counted once per parse (as ``l1_block_tokens``)."""
+    value = memory.catalog_tokens
+    if value < 0:
+        value = memory.catalog_tokens = default_counter().count(catalog_line(memory))
+    return value
+
+
+def keep_counts(memory: Memory) -> None:
+    """Count the L1 block and the catalog line now (a builder, while the text is still in the object)."""
+    l1_block_tokens(memory)
+    catalog_line_tokens(memory)
 
 
 def more_line(count: int) -> str:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxos.services.model import Memory
-from ctxos.services.render import SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES, Packer, assemble, finalize
+from ctxos.services.render import (
+    SECTION_CATALOG,
+    SECTION_MEMORIES,
+    SECTION_RULES,
+    Packer,
+    assemble,
+    catalog_line,
+    finalize,
+    memory_block,
+)
 from ctxos.services.render_cache import CATALOG, BlockCache
 from ctxos.services.tokens import HeuristicCounter, join_count
 
@@ -62,3 +71,58 @@ def test_finalize_counts_the_answer_from_piece_costs_exactly():
         text, tokens, kept = finalize(packer.parts, counter, budget)
         assert text == assemble(kept)
         assert tokens == counter.count(text) <= budget
+
+
+def test_l1_and_catalog_counts_are_kept_per_parse_and_need_no_file_read(tmp_path):
+    """A builder counts the L1 block and catalog line while the text is in the object; a released memory
+    is then costed without its file (here: deleted), and the pickled parse (the parse cache) keeps them."""
+    import pickle
+
+    from ctxos.services.config import load_config
+    from ctxos.services.render import catalog_line_tokens, keep_counts, l1_block_tokens
+    from ctxos.services.tier_source import clear_cache, read_cold
+    from ctxos.services.workspace import load_memory
+
+    counter = HeuristicCounter()
+    note = tmp_path / "05-resources" / "retry.md"
+    note.parent.mkdir(parents=True)
+    note.write_text("# Retries\n\nRetry with backoff (jitter, 3 tries).\n\n<!-- L2 -->\nLong detail " * 3, "utf-8")
+    memory = load_memory(tmp_path, "05-resources/retry.md", load_config(tmp_path))
+    assert isinstance(memory, Memory) and memory.l1_tokens == -1 and memory.catalog_tokens == -1
+    l1_count, catalog_count = counter.count(memory_block(memory, "L1")), counter.count(catalog_line(memory))
+    keep_counts(memory)
+    assert (memory.l1_tokens, memory.catalog_tokens) == (l1_count, catalog_count)
+    assert memory.release_text(read_cold) and memory.released
+    copy = pickle.loads(pickle.dumps(memory))
+    note.unlink()
+    clear_cache()
+    assert l1_block_tokens(copy) == l1_count and catalog_line_tokens(copy) == catalog_count
+    assert copy.l1 == ""  # the file is gone: a read-back would have counted an empty block
+
+
+def test_engine_block_tokens_use_the_kept_counts_only_for_the_default_counter(tmp_path):
+    """Same numbers as counting the rendered text, under the heuristic (kept on the memory) and a BPE counter."""
+    from ctxos.services.engine import Engine
+    from ctxos.services.tokens import BpeCounter
+
+    for i in range(3):
+        (tmp_path / f"n{i}.md").write_text(
+            f"# Note {i}\n\nA paragraph about item {i}.\n\n<!-- L2 -->\nMore {i}.\n", "utf-8"
+        )
+    engine = Engine(tmp_path)
+    engine.load()
+    try:
+        memories = engine.list_memories()
+        heuristic = HeuristicCounter()
+        for memory in memories:
+            for tier in ("L1", "L2"):
+                assert engine.block_tokens(memory, tier) == heuristic.count(memory_block(memory, tier))
+            assert engine.catalog_tokens(memory) == heuristic.count(catalog_line(memory))
+            assert memory.l1_tokens >= 0 and memory.catalog_tokens >= 0
+        engine.counter = bpe = BpeCounter()
+        engine._token_cache = {}
+        for memory in memories:
+            assert engine.block_tokens(memory, "L1") == bpe.count(memory_block(memory, "L1"))
+            assert engine.catalog_tokens(memory) == bpe.count(catalog_line(memory))
+    finally:
+        engine.close()

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
-from ..render import catalog_line, memory_block
+from ..render import catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
+from ..tokens import default_counter
 from . import lists
 from .state import EngineState
 
@@ -190,10 +191,19 @@ class DerivedState(EngineState):
     def block_tokens(self, memory: Memory, tier: str) -> int:
         """Tokens of a memory's rendered block at a tier (or ``CATALOG``), cached per checksum and counter.
 
+        Under the default counter the L1 block and the catalog line are counted once
+        per parse and kept on the memory (``render.l1_block_tokens``); L2 blocks (a
+        few per query: the upgrades) and any other counter's counts are cached here.
+
         Counted, not rendered into the block cache: the tier planner counts blocks a
         query may not show (and L2s it does not upgrade to), and filling the cache
         with them cost more than rendering the shown ones again (A/B at 10,000).
         """
+        if self.counter is default_counter():  # the L1 block and the catalog line are counted once per parse
+            if tier == "L1":
+                return l1_block_tokens(memory)
+            if tier == CATALOG:
+                return catalog_line_tokens(memory)
         key = (memory.id, memory.checksum, tier)
         value = self._token_cache.get(key)
         if value is None:
