@@ -25,6 +25,7 @@ import numpy as np
 from .config import Config
 from .index import StagedSegment, heading_tokens, write_segment
 from .model import InvalidFile, Memory
+from .render import keep_counts
 from .semantic import ModelError, load_model
 from .semantic.vectors import EMBED_BATCH, embed_text
 from .tier_source import read_cold
@@ -75,6 +76,7 @@ def build_chunk(builder: ChunkBuilder, paths: list[str]) -> BuiltChunk:
     _embed(builder.model_setting, memories, built)
     for memory in memories:
         heading_tokens(memory)  # sent back with the memory: no query analyses its heading again
+        keep_counts(memory)  # ... nor counts its L1 block or catalog line (nor reads its file to count it)
         memory.release_text(read_cold)
     return built
 

@@ -94,6 +94,8 @@ def test_parsing_in_a_parser_process_gives_the_same_store(make_workspace) -> Non
         assert pooled.index.checksums() == serial.index.checksums()
         assert pooled.vectors.embedded == len(pooled.store) and pooled.vectors.name == serial.vectors.name
         assert all(m.released for m in pooled.list_memories())
+        # ... and counted each L1 block and catalog line first (no query reads a file back to cost one)
+        assert all(m.l1_tokens > 0 and m.catalog_tokens > 0 for m in pooled.list_memories())
         assert not (root / ".ctxos" / STAGING_FOLDER).exists()
         for query in ("w7", "topic3 note", "note 119"):
             assert [(h.id, round(h.score, 9)) for h in pooled.index.search([(query, 1.0)], 20)] == [
