@@ -20,6 +20,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+try:  # a declared dependency (pyproject); without it replies are decoded by the standard library
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
+
 DEFAULT_TIMEOUT_S = 120.0  # a full reindex of a big workspace can take a while
 
 
@@ -146,7 +151,7 @@ class DaemonClient:
         except TimeoutError as exc:
             self.close()  # the reply may still arrive later; never read it as another call's answer
             raise DaemonError(f"no reply from the daemon within {self.timeout} s") from exc
-        return json.loads(line)
+        return decode_reply(line)
 
     def _read_line(self) -> bytes:
         assert self._sock is not None
@@ -157,6 +162,28 @@ class DaemonClient:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
+
+
+# Digits -> "0", anything else -> " ": a run of 19 zeros in the translated line is a number orjson may not keep exact.
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def decode_reply(line: bytes) -> Any:
+    """One reply line as data: orjson, ~6x faster than the standard library on a ``get_context`` answer.
+
+    A ~60 KB answer took ~0.8 ms with ``json.loads`` and ~0.13 ms with orjson, in every socket
+    client: ``ctxos mcp`` decodes one per tool call (issue 16, docs/engine.md). orjson reads an
+    integer beyond 64 bits as a float, silently; a line with a run of 19 digits anywhere (a
+    number that may be one, or just a long digit string, ~0.03 ms to find) is read by the
+    standard library, as is anything orjson refuses.
+    """
+    if orjson is not None and _LONG_NUMBER not in line.translate(_DIGITS):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
 
 def connect_to_daemon(root: Path | str, timeout: float | None = DEFAULT_TIMEOUT_S) -> DaemonClient | None:

@@ -73,3 +73,20 @@ def test_encoded_replies_parse_to_what_the_standard_library_wrote(backend):
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         standard = json.dumps(message, default=json_default, ensure_ascii=False, allow_nan=False)
         assert json.loads(line) == json.loads(standard.encode("utf-8", "backslashreplace"))
+
+
+def test_client_decodes_replies_as_the_standard_library(backend):
+    """``client.decode_reply`` (orjson, with the standard library for what orjson refuses) reads what the daemon wrote."""
+    import json
+
+    from ctxos.client import decode_reply
+    from ctxos.services.jsonrpc import encode_message
+
+    answer = backend.call("get_context", {"query": "how do we deploy"})
+    odd = {"huge": 2**70, "surrogate": b"bad-\xff.md".decode("utf-8", "surrogateescape"), "small": 1e-7, "text": "é 中"}
+    for message in ({"jsonrpc": "2.0", "id": 1, "result": answer}, odd, [answer, odd]):
+        line = encode_message(message)
+        assert decode_reply(line[:-1]) == json.loads(line)
+    for big in (2**64, -(2**63) - 1, 123456789012345678901234567890):  # orjson would read these as floats
+        decoded = decode_reply(f'{{"big":{big},"id":"x"}}'.encode())
+        assert decoded == {"big": big, "id": "x"} and type(decoded["big"]) is int
