@@ -23,6 +23,7 @@ from ctxos.client.launch import DaemonStartError
 from ctxos.services.jsonrpc import BackendError
 
 from .mcp_server import build_mcp_server
+from .mcp_shortcut import serve_stdio
 
 
 class SocketToolBackend:
@@ -64,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     except DaemonStartError as exc:
         print(f"ctxos: error: could not start the daemon: {exc}", file=sys.stderr)
         return 2
-    server = build_mcp_server(SocketToolBackend(socket))
+    backend = SocketToolBackend(socket)
+    server = build_mcp_server(backend)
     try:
-        anyio.run(server.run_stdio_async)
+        anyio.run(serve_stdio, server, backend.call)
     finally:
         socket.close()
     return 0

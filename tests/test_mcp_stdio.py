@@ -149,3 +149,117 @@ async def test_stdio_finds_a_daemon_started_with_another_runtime_dir(make_worksp
             assert not skill.is_error and "80C" in skill.structured_content["text"]
     finally:
         shutil.rmtree(other, ignore_errors=True)
+
+
+def _stdio_lines(root: Path, lines: list[dict], shortcut: bool) -> tuple[list[bytes], str]:
+    """Raw JSON-RPC lines through ``ctxos mcp``, one answer read per request; the answers and stderr."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "CTXOS_MCP_SHORTCUT": "1" if shortcut else "0"}
+    log = root.parent / f"mcp-{shortcut}.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxos.daemon.mcp_stdio", "--workspace", str(root), "--no-start"]
+            + ["--log-level", "DEBUG"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers = []
+    try:
+        for line in lines:
+            proc.stdin.write(json.dumps(line).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in line:
+                answers.append(proc.stdout.readline())
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return answers, log.read_text()
+
+
+def _still_row(match: re.Match[str]) -> str:
+    """A weights row with recency and frequency moved into importance (the row still sums to 1)."""
+    moved = sum(float(match.group(n)) for n in (2, 3, 4))
+    return f"{match.group(1)}recency: 0.0, importance: {moved:.2f}, frequency: 0.0}}"
+
+
+def _conversation(era: str, version: str) -> list[dict]:
+    """A handshake (or a discover probe), then get_context calls: repeated, varied, refused, and other tools."""
+    meta = (
+        {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": {"name": "bytes-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        if era == "modern"
+        else None
+    )
+
+    def call(n: int, name: str, arguments: dict) -> dict:
+        params = {"name": name, "arguments": arguments, **({"_meta": meta} if meta else {})}
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+    if era == "modern":
+        opening = [{"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": meta}}]
+    else:
+        opening = [
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        ]
+    return [
+        *opening,
+        call(1, "get_context", {"query": "apollo billing rust"}),  # the SDK answers: its frame is kept
+        call(2, "get_context", {"query": "apollo billing rust"}),
+        call(3, "get_context", {"query": "deploy checklist", "budget_tokens": 300, "intent": "recall"}),
+        call(4, "get_context", {"query": "x", "budget_tokens": -5}),  # refused by the contract
+        call(5, "get_context", {"query": "x", "colour": "red"}),  # an unknown argument
+        call(6, "get_context", {"query": "billing", "intent": "no-such-intent"}),  # refused by the daemon
+        call(7, "get_skill", {"name": "Deploy Checklist"}),
+        call(8, "get_context", {"query": "rust services"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("era", "version"), [("legacy", "2025-06-18"), ("legacy", "2025-11-25"), ("modern", "2026-07-28")]
+)
+def test_shortcut_writes_the_bytes_the_sdk_writes(make_workspace, tmp_path, daemon_factory, era, version):  # noqa: F811
+    """``get_context`` answered by the shortcut (daemon/mcp_shortcut.py) is byte for byte the SDK's answer.
+
+    The same conversation, raw lines on stdin, through ``ctxos mcp`` with the shortcut off and on;
+    only the engine's own ``elapsed_ms`` may differ. Refusals and other tools go to the SDK.
+    """
+    root = build_workspace(make_workspace, tmp_path)
+    # Both runs must get the same answers from the daemon: no signal that the first run's
+    # accesses (frequency) or the clock (recency) move between them.
+    config = root / "_config.yaml"
+    text, rows = re.subn(
+        r"(\{semantic: [0-9.]+, bm25: [0-9.]+, graph: [0-9.]+, )"
+        r"recency: ([0-9.]+), importance: ([0-9.]+), frequency: ([0-9.]+)\}",
+        _still_row,
+        config.read_text(),
+    )
+    assert rows == 4
+    config.write_text(text)
+    daemon_factory(root)
+    lines = _conversation(era, version)
+    sdk, sdk_log = _stdio_lines(root, lines, shortcut=False)
+    fast, fast_log = _stdio_lines(root, lines, shortcut=True)
+    elapsed = re.compile(rb'"elapsed_ms":[0-9.eE+-]+')
+    assert len(sdk) == len(fast) == 9
+    for ours, theirs in zip(fast, sdk, strict=True):
+        assert elapsed.sub(b"", ours) == elapsed.sub(b"", theirs)
+    assert b'"isError":false' in fast[2] and b"budget_tokens: must be between" in fast[4]
+    assert "answered by the shortcut" not in sdk_log
+    answered = re.findall(r"get_context (\d+) answered by the shortcut", fast_log)
+    assert sorted(answered) == ["2", "3", "8"], fast_log[-2000:]

@@ -1,0 +1,222 @@
+"""``ctxos mcp``: ``tools/call get_context`` answered beside the SDK's dispatch, byte for byte as it would.
+
+``ctxos mcp`` is a proxy: every tool call becomes one socket call to the daemon.
+For ``get_context`` (what agents call most, a ~35 KB answer) the SDK's request
+path in the proxy cost more CPU than the socket call and the answer's decoding
+together (issue 16, docs/engine.md): the era router's replay relay, the
+dispatcher, the middleware chain, the tool manager, the contract's validation,
+the result models. :class:`Shortcut` sits between the stdio transport and the
+SDK's server loop and answers such a call itself: the same contract validation,
+the same socket call with the same params, the same agent view (``ContextOut``),
+and the response goes out through the transport's own writer.
+
+What it answers around the result (``isError``, and in the 2026-07-28 era
+``resultType`` and the ``_meta`` server stamp) it copies from the SDK: the first
+``get_context`` call with a given ``_meta`` (the per-request envelope, or none)
+goes to the SDK, and the frame of its successful answer is kept; later calls
+with the same ``_meta`` are answered in that frame. So the protocol stays the
+SDK's (``initialize``, ``server/discover``, listings, every other tool and
+request, errors), and tests/test_mcp_stdio.py checks the bytes are the SDK's.
+Arguments the contract refuses and every failure of the daemon call go to the
+SDK unchanged, which answers as before (after a failed daemon call the SDK
+makes it once more: ``get_context`` is a read). ``CTXOS_MCP_SHORTCUT=0`` turns
+the shortcut off (A/B runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+from ctxos.services.jsonrpc import BackendError
+from ctxos.services.schemas import ContextRequest, ContractError, validate
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCRequest, JSONRPCResponse
+
+from .mcp_server import ContextOut
+
+log = logging.getLogger("ctxos.mcp")
+
+TOOL = "get_context"
+METHOD = "get_context"  # the daemon's RPC method
+
+Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+def enabled() -> bool:
+    """Off with ``CTXOS_MCP_SHORTCUT=0`` (to measure the SDK's path against it)."""
+    return os.environ.get("CTXOS_MCP_SHORTCUT", "1").strip() != "0"
+
+
+class Shortcut:
+    """Sits between the stdio transport and the SDK's server loop; answers ``get_context`` calls it has seen answered."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        # What the SDK answered around the result for a get_context call with this ``_meta`` (the
+        # 2026-07-28 envelope, or none): the result's other keys, in order, and its content block.
+        self._frames: list[tuple[Any, dict[str, Any]]] = []
+        self._asked: dict[Any, Any] = {}  # id of a get_context request the SDK answers -> its _meta
+        self.answered = 0  # calls answered here
+
+    @asynccontextmanager
+    async def around(
+        self, read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]
+    ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+        """The streams to give the SDK's server loop in place of the transport's ``read`` and ``write``."""
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._pump, read, send, write, tasks)
+            yield receive, SentWatch(write, self)
+
+    async def _pump(
+        self,
+        read: ReadStream[SessionMessage | Exception],
+        to_sdk: MemoryObjectSendStream[SessionMessage | Exception],
+        write: WriteStream[SessionMessage],
+        tasks: TaskGroup,
+    ) -> None:
+        """Everything the client sends goes on to the SDK, except what :meth:`_answer` takes."""
+        async with to_sdk:
+            try:
+                async for item in read:
+                    request = _get_context_call(item)
+                    if request is not None:
+                        assert isinstance(item, SessionMessage) and request.params is not None
+                        frame = self._frame(request.params.get("_meta"))
+                        if frame is not None:
+                            tasks.start_soon(self._answer, item, request, frame, to_sdk.clone(), write)
+                            continue
+                        self._asked[request.id] = request.params.get("_meta")
+                    await to_sdk.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                log.debug("the SDK's loop stopped reading")
+
+    def _frame(self, meta: Any) -> dict[str, Any] | None:
+        for known, frame in self._frames:
+            if known == meta:
+                return frame
+        return None
+
+    def saw_sent(self, message: SessionMessage) -> None:
+        """Keep the frame of the SDK's successful answer to a get_context call (the shortcut starts then)."""
+        sent = message.message
+        if not isinstance(sent, JSONRPCResponse) or sent.id not in self._asked:
+            return
+        meta = self._asked.pop(sent.id)
+        result = sent.result
+        content = result.get("content")
+        if (
+            result.get("isError") is False
+            and isinstance(result.get("structuredContent"), dict)
+            and isinstance(content, list)
+            and len(content) == 1
+            and isinstance(content[0], dict)
+            and content[0].get("type") == "text"
+            and self._frame(meta) is None
+        ):
+            self._frames.append((meta, {**result, "content": content[0], "structuredContent": None}))
+
+    async def _answer(
+        self,
+        item: SessionMessage,
+        request: JSONRPCRequest,
+        frame: dict[str, Any],
+        to_sdk: MemoryObjectSendStream[SessionMessage | Exception],
+        write: WriteStream[SessionMessage],
+    ) -> None:
+        assert request.params is not None
+        async with to_sdk:
+            try:
+                params = validate(ContextRequest, request.params["arguments"]).params()
+                result = await self.call(METHOD, params)
+                structured = ContextOut.model_validate(result).model_dump(mode="json")
+            except (ContractError, BackendError, ConnectionError, OSError, ValueError) as exc:
+                # The SDK answers it as it always has (the contract's message, a tool error naming the daemon).
+                log.debug("get_context goes to the SDK: %s", exc)
+                try:
+                    await to_sdk.send(item)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    log.debug("the SDK's loop stopped reading")
+                return
+            response = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=tool_result(frame, structured))
+            try:
+                await write.send(SessionMessage(response))
+                self.answered += 1
+                log.debug("get_context %r answered by the shortcut", request.id)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                log.debug("the client left before get_context was answered")
+
+
+def _get_context_call(item: SessionMessage | Exception) -> JSONRPCRequest | None:
+    """``item`` if it is a ``tools/call`` of ``get_context`` asking nothing but arguments (and an envelope)."""
+    if not isinstance(item, SessionMessage) or not isinstance(item.message, JSONRPCRequest):
+        return None
+    request = item.message
+    params = request.params
+    if (
+        request.method != "tools/call"
+        or params is None
+        or params.get("name") != TOOL
+        or not isinstance(params.get("arguments"), dict)
+        or not params.keys() <= {"name", "arguments", "_meta"}
+    ):
+        return None
+    return request
+
+
+def tool_result(frame: dict[str, Any], structured: dict[str, Any]) -> dict[str, Any]:
+    """The result the SDK writes for ``structured``: its frame (keys in its order) around the answer."""
+    result = dict(frame)
+    result["content"] = [{**frame["content"], "text": structured["rendered"]}]
+    result["structuredContent"] = structured
+    return result
+
+
+class SentWatch:
+    """The write stream given to the SDK: every message goes through, the handshake's answer is noted."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], shortcut: Shortcut) -> None:
+        self.inner = inner
+        self.shortcut = shortcut
+
+    async def send(self, item: SessionMessage, /) -> None:
+        self.shortcut.saw_sent(item)
+        await self.inner.send(item)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> SentWatch:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def serve_stdio(server: MCPServer, call: Call) -> None:
+    """``server.run_stdio_async()``, with :class:`Shortcut` between the transport and the server loop.
+
+    ``MCPServer.run_stdio_async`` is ``stdio_server()`` plus its low-level server's ``run``; the
+    low-level server is reached the way that method does (``_lowlevel_server``, no public
+    accessor in mcp 2.3): a changed SDK fails here at start, loudly, not on a call.
+    """
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - see the docstring
+    if not enabled():
+        await server.run_stdio_async()
+        return
+    shortcut = Shortcut(call)
+    async with stdio_server() as (read, write), shortcut.around(read, write) as (to_sdk, from_sdk):
+        await lowlevel.run(to_sdk, from_sdk, lowlevel.create_initialization_options())
