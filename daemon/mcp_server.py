@@ -90,14 +90,17 @@ def _jsonable(value: Any, default: Any) -> Any:
 # built from its data by these models' own fields (anything else in the answer is left out).
 
 
+# One memory in the answer as agents are told it (no docstring: it would be the schema's description).
+# Its file ``path`` and the engine's ``reason`` are left out (``ctxos simulate`` and the socket answer
+# keep them; ``memory://{id}`` gives the path): the SDK's client checks every entry of every result
+# against this schema in pure Python, ~2.3 us per field and entry, and ``get_context`` has ~125
+# entries (issue 16, docs/engine.md).
 class SelectedMemoryOut(BaseModel):
     id: str
     type: str
-    path: str
     tier: Literal["L0", "L1", "L2"] = Field(description="L0 line, L1 paragraph or L2 full text")
     tokens: int
     score: float = Field(description="composite relevance score, 0..1")
-    reason: str = ""
     # Absent, not null, for this workspace (as the socket answer): fewer keys for the client to validate.
     workspace: str | None = Field(
         None,

@@ -77,6 +77,7 @@ async def test_get_context_within_budget(client, ctx):
     assert {"deploy-checklist", "apollo"} & set(ids + data["catalog_ids"])
     for s in data["selected"]:
         assert s["tier"] in {"L0", "L1", "L2"} and s["tokens"] >= 0 and 0.0 <= s["score"] <= 1.0
+        assert s.keys() == {"id", "type", "tier", "tokens", "score"}  # the agent view (SelectedMemoryOut)
 
     default = await client.call_tool("get_context", {"query": "rust errors"})
     assert default.structured_content["budget_tokens"] == ctx.config.get("query.default_budget")
@@ -269,7 +270,7 @@ def test_output_schemas_inline_local_refs_and_keep_recursive_ones():
     schema = inline_local_refs(ContextOut.model_json_schema())
     assert schema is not None and "$defs" not in schema and "$ref" not in str(schema)
     assert schema["properties"]["selected"]["items"]["properties"]["tier"]["enum"] == ["L0", "L1", "L2"]
-    here = SelectedMemoryOut(id="a", type="decision", path="a.md", tier="L1", tokens=3, score=0.5)
+    here = SelectedMemoryOut(id="a", type="decision", tier="L1", tokens=3, score=0.5)
     assert "workspace" not in here.model_dump(mode="json")  # absent for this workspace, as on the socket
     assert SelectedMemoryOut(**{**here.model_dump(), "workspace": "global"}).model_dump()["workspace"] == "global"
 
