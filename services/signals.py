@@ -81,6 +81,9 @@ class QueryTerms:
     group_tokens: list[frozenset[str]]  # analysed tokens per concept group
     group_weights: list[float]  # IDF weight per group (sums to 1)
     phrases: list[str]  # adjacent content-word pairs, lowercased
+    # per phrase, the analysed tokens of its two words: a memory holds the phrase between word boundaries
+    # only when its matched tokens include them all (``KeywordOverlapScorer`` reads the text only then)
+    phrase_tokens: list[frozenset[str]] = field(default_factory=list)
 
 
 class SemanticScorer(Protocol):
@@ -142,6 +145,9 @@ class KeywordOverlapScorer:
         out: dict[str, float] = {}
         groups = list(zip(terms.group_tokens, terms.group_weights))
         phrases = [p.encode("utf-8", "surrogatepass") for p in terms.phrases]
+        needs = list(zip(phrases, terms.phrase_tokens))
+        if len(needs) != len(phrases):  # a ``QueryTerms`` made without the phrases' tokens: read every text
+            needs = [(p, frozenset[str]()) for p in phrases]
         for cand in candidates:
             if cand.keyword is not None:  # scored in the first pass of this query
                 out[cand.memory.id] = cand.keyword
@@ -155,8 +161,14 @@ class KeywordOverlapScorer:
                     elif not tokens.isdisjoint(matched):
                         coverage += BODY_ONLY_CREDIT * weight
             if phrases:
-                text = self._memory_text_lower(cand.memory)
-                phrase = sum(1 for p in phrases if p in text) / len(phrases)
+                # Only phrases whose words' tokens the memory holds (``matched``) can occur in it between
+                # word boundaries: its text is read (from the file, for a released memory) only for them.
+                possible = [p for p, need in needs if need <= matched]
+                if possible:
+                    text = self._memory_text_lower(cand.memory)
+                    phrase = sum(1 for p in possible if p in text) / len(phrases)
+                else:
+                    phrase = 0.0
                 value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
             else:
                 value = coverage
@@ -179,9 +191,11 @@ def build_query_terms(
         raw_weights.append(max(max(idf(t) for t in primary), 0.05))
     total = sum(raw_weights)
     weights = [w / total for w in raw_weights] if total > 0 else []
-    content = [w for w in expanded.words if analyze(w)]
-    phrases = [f"{a} {b}" for a, b in zip(content, content[1:])]
-    return QueryTerms(expanded, group_tokens, weights, phrases)
+    content = [(w, frozenset(analyze(w))) for w in expanded.words]
+    content = [(w, tokens) for w, tokens in content if tokens]
+    pairs = list(zip(content, content[1:]))
+    phrases = [f"{a} {b}" for (a, _), (b, _) in pairs]
+    return QueryTerms(expanded, group_tokens, weights, phrases, [ta | tb for (_, ta), (_, tb) in pairs])
 
 
 def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float]) -> float:
