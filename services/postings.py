@@ -41,6 +41,7 @@ from whoosh.util.numeric import byte_to_length
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
 SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
+DOCNUM_CACHE_MAX = 20_000  # paths whose document number a generation keeps (~100 bytes each)
 # Whoosh stores a field's length per document as one byte (lossy); this is its decoding table.
 _LENGTH_OF_BYTE = np.array([float(byte_to_length(b) or 0) for b in range(256)], dtype=np.float64)
 
@@ -388,6 +389,7 @@ class Generation:
         self._df: dict[tuple[str, str], int] = {}
         self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
         self._scored: _Lru[tuple[str, str], Postings] = _Lru(SCORED_CACHE_MAX, lambda p: len(p[0]))
+        self._docnum_of: dict[str, int | None] = {}  # path -> live document number, as looked up (docnum)
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:
@@ -471,12 +473,25 @@ class Generation:
         return seg.alive is None or bool(seg.alive[local])
 
     def docnum(self, searcher: Searcher, path: str) -> int | None:
-        """The live document number of ``path`` (None when not indexed)."""
+        """The live document number of ``path`` (None when not indexed), kept for the generation.
+
+        Extra candidates (nearest embeddings, important memories, graph neighbours)
+        recur from query to query, and finding one meant a lookup per segment.
+        """
+        known = self._docnum_of
+        if path in known:
+            return known[path]
+        found = None
         for seg, reader in zip(self.segments, self._readers(searcher)):
             for local in self.cache.docs(seg.segid, reader).docnums(path):
                 if self._alive(seg, local):
-                    return seg.offset + local
-        return None
+                    found = seg.offset + local
+                    break
+            if found is not None:
+                break
+        if len(known) < DOCNUM_CACHE_MAX:
+            known[path] = found
+        return found
 
     def docs(self, searcher: Searcher, docnums: Sequence[int]) -> list[tuple[str, str]]:
         """(id, path) of global document numbers (one ``searchsorted`` for all of them)."""
