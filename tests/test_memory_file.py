@@ -6,7 +6,10 @@ from datetime import date, datetime
 from pathlib import Path
 
 import pytest
+from conftest import shared_data
 from ctxos.services.memory_file import MemoryFileError, extract_wikilinks, parse_memory, split_tiers, update_frontmatter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def parse(text: str | bytes, rel: str = "04-skills/x.md", max_bytes: int = 10_000):
@@ -185,3 +188,24 @@ def test_update_frontmatter_crlf_and_no_frontmatter():
 def test_wikilinks_in_code_are_examples():
     body = "See [[real]].\n\n```\n[[in-fence]]\n```\nand `[[inline]]` too."
     assert extract_wikilinks(body) == ["real"]
+
+
+_MARKER_PIECES = ["<!--", "-->", "L1", "L2", "L3", " ", "\t", "\n", "\r", "x", "<!-- L1 -->", "<!-- L2 -->", "\n\n"]
+
+
+@given(st.lists(st.sampled_from(_MARKER_PIECES), max_size=40).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_marker_split_is_the_line_anchored_rule(body):
+    """``_split_markers`` (literal search, then the line checked) splits exactly as the anchored regex does."""
+    from ctxos.services.memory_file import _MARKER_RE, _split_markers
+
+    assert _split_markers(body) == _MARKER_RE.split(body)
+
+
+def test_marker_split_on_the_shared_corpora():
+    from ctxos.services.memory_file import _MARKER_RE, _split_markers, split_frontmatter
+
+    files = sorted(shared_data("").rglob("*.md"))[:4000]
+    for path in files:
+        body = split_frontmatter(path.read_text(encoding="utf-8", errors="replace")).body
+        assert _split_markers(body) == _MARKER_RE.split(body), path
