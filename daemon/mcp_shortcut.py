@@ -19,23 +19,28 @@ SDK's (``initialize``, ``server/discover``, listings, every other tool and
 request, errors), and tests/test_mcp_stdio.py checks the bytes are the SDK's.
 Arguments the contract refuses and every failure of the daemon call go to the
 SDK unchanged, which answers as before (after a failed daemon call the SDK
-makes it once more: ``get_context`` is a read). ``CTXOS_MCP_SHORTCUT=0`` turns
-the shortcut off (A/B runs).
+makes it once more: ``get_context`` is a read). The shortcut reaches the daemon
+on its own connection, on the event loop (:class:`DaemonLine`), not through the
+SDK tools' worker thread. ``CTXOS_MCP_SHORTCUT=0`` turns the shortcut off (A/B runs).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.streams.buffered import BufferedByteStream
 from anyio.streams.memory import MemoryObjectSendStream
-from ctxos.services.jsonrpc import BackendError
+from ctxos.client import decode_reply
+from ctxos.services.jsonrpc import BackendError, request_line
 from ctxos.services.schemas import ContextRequest, ContractError, validate
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
@@ -49,6 +54,7 @@ log = logging.getLogger("ctxos.mcp")
 
 TOOL = "get_context"
 METHOD = "get_context"  # the daemon's RPC method
+MAX_REPLY_BYTES = 256 * 1024 * 1024  # one reply line; a get_context answer is ~60 KB
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -183,6 +189,52 @@ def tool_result(frame: dict[str, Any], structured: dict[str, Any]) -> dict[str, 
     return result
 
 
+class DaemonLine:
+    """The shortcut's own connection to the daemon's socket, on the event loop: no worker thread per call.
+
+    The SDK's tools reach the daemon through the client's synchronous ``SocketBackend`` on a
+    worker thread (two thread switches per call, which a loaded machine makes slow); this is one
+    JSON-RPC line out and one in, one call at a time. Any failure closes the connection and is a
+    :class:`BackendError`, so the call goes to the SDK, whose backend knows how to start or find
+    the daemon again; the next call reconnects.
+    """
+
+    def __init__(self, socket_path: Callable[[], Path], timeout: float = 120.0) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self._stream: BufferedByteStream | None = None
+        self._lock = anyio.Lock()
+        self._ids = itertools.count(1)
+
+    async def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        async with self._lock:
+            try:
+                with anyio.fail_after(self.timeout):
+                    if self._stream is None:
+                        self._stream = BufferedByteStream(await anyio.connect_unix(self.socket_path()))
+                    await self._stream.send(request_line(next(self._ids), method, params))
+                    line = await self._stream.receive_until(b"\n", MAX_REPLY_BYTES)
+            except (
+                OSError,
+                TimeoutError,
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.IncompleteRead,
+                anyio.DelimiterNotFound,
+            ) as exc:
+                await self.aclose()
+                raise BackendError(f"the ctxos daemon did not answer: {exc!r}") from exc
+        reply = decode_reply(line)
+        if not isinstance(reply, dict) or "result" not in reply:
+            raise BackendError(f"the ctxos daemon refused {method}: {reply!r}"[:500])
+        return reply["result"]
+
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.aclose()
+
+
 class SentWatch:
     """The write stream given to the SDK: every message goes through, the handshake's answer is noted."""
 
@@ -206,7 +258,7 @@ class SentWatch:
         await self.aclose()
 
 
-async def serve_stdio(server: MCPServer, call: Call) -> None:
+async def serve_stdio(server: MCPServer, socket_path: Callable[[], Path]) -> None:
     """``server.run_stdio_async()``, with :class:`Shortcut` between the transport and the server loop.
 
     ``MCPServer.run_stdio_async`` is ``stdio_server()`` plus its low-level server's ``run``; the
@@ -217,6 +269,10 @@ async def serve_stdio(server: MCPServer, call: Call) -> None:
     if not enabled():
         await server.run_stdio_async()
         return
-    shortcut = Shortcut(call)
-    async with stdio_server() as (read, write), shortcut.around(read, write) as (to_sdk, from_sdk):
-        await lowlevel.run(to_sdk, from_sdk, lowlevel.create_initialization_options())
+    line = DaemonLine(socket_path)
+    shortcut = Shortcut(line)
+    try:
+        async with stdio_server() as (read, write), shortcut.around(read, write) as (to_sdk, from_sdk):
+            await lowlevel.run(to_sdk, from_sdk, lowlevel.create_initialization_options())
+    finally:
+        await line.aclose()

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from ctxos.client import DaemonError, DaemonNotRunning, RpcCallError
 from ctxos.client.backend import SocketBackend
-from ctxos.client.launch import DaemonStartError
+from ctxos.client.launch import DaemonStartError, find_socket
 from ctxos.services.jsonrpc import BackendError
 
 from .mcp_server import build_mcp_server
@@ -65,10 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except DaemonStartError as exc:
         print(f"ctxos: error: could not start the daemon: {exc}", file=sys.stderr)
         return 2
-    backend = SocketToolBackend(socket)
-    server = build_mcp_server(backend)
+    server = build_mcp_server(SocketToolBackend(socket))
     try:
-        anyio.run(serve_stdio, server, backend.call)
+        anyio.run(serve_stdio, server, lambda: find_socket(socket.root))
     finally:
         socket.close()
     return 0

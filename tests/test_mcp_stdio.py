@@ -263,3 +263,20 @@ def test_shortcut_writes_the_bytes_the_sdk_writes(make_workspace, tmp_path, daem
     assert "answered by the shortcut" not in sdk_log
     answered = re.findall(r"get_context (\d+) answered by the shortcut", fast_log)
     assert sorted(answered) == ["2", "3", "8"], fast_log[-2000:]
+
+
+async def test_shortcut_survives_a_daemon_restart(make_workspace, tmp_path, daemon_factory):  # noqa: F811
+    """The shortcut's own socket connection breaks when the daemon restarts: that call goes to the SDK
+    (whose backend reconnects), and the next one reconnects; no call fails."""
+    root = build_workspace(make_workspace, tmp_path)
+    daemon = daemon_factory(root)
+    async with Client(_params(root, "--no-start")) as client:
+        for _ in range(2):  # the SDK's answer, then the shortcut's
+            result = await client.call_tool("get_context", {"query": "apollo billing rust"})
+            assert not result.is_error and "no-secrets" in [s["id"] for s in result.structured_content["selected"]]
+        daemon.stop()
+        daemon_factory(root)
+        for _ in range(2):
+            result = await client.call_tool("get_context", {"query": "apollo billing rust"})
+            assert not result.is_error, result.content
+            assert "no-secrets" in [s["id"] for s in result.structured_content["selected"]]
