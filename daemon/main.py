@@ -17,6 +17,19 @@ The asyncio loop only waits on sockets and inotify: no periodic wake-ups.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":  # pragma: no cover - the daemon's own process, before the imports below
+    from ctxos.daemon.parse_pool import start_builders_early
+    from ctxos.services.daemon_options import daemon_parser, workspace_path
+
+    try:
+        _early = daemon_parser().parse_known_args()[0]
+        if not _early.all:  # a cold build is coming: its builders import on the other core meanwhile
+            start_builders_early(workspace_path(_early).expanduser())
+    except SystemExit:  # bad arguments: main() below reports them
+        pass
+
 import argparse
 import asyncio
 import gc
@@ -24,7 +37,6 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,14 +44,14 @@ from typing import Any
 
 from ctxos.services import runtime_paths
 from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
-from ctxos.services.daemon_options import add_daemon_arguments
+from ctxos.services.daemon_options import daemon_parser, workspace_path
 from ctxos.services.stop_flag import Cancelled
 
 from . import malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .logging_setup import setup_logging
-from .parse_pool import building_map
+from .parse_pool import building_map, stop_early_builders
 
 log = logging.getLogger("ctxos.daemon")
 
@@ -205,6 +217,7 @@ async def load_workspace(
             stop.set()
         return
     finally:
+        stop_early_builders()  # before ready: no job may be using the forkserver yet
         malloc_tune.trim()
     _freeze_loaded_heap()
     ctx.load_summary = _summary_dict(summary)
@@ -302,16 +315,12 @@ def remove_info(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m ctxos.daemon.main --workspace PATH | --all [options]``: what ``ctxos start`` spawns."""
-    parser = argparse.ArgumentParser(prog="ctxos-daemon", description="Run the AI Context OS daemon in the foreground.")
-    parser.add_argument("--workspace", "-w", help="workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)")
-    add_daemon_arguments(parser)
-    args = parser.parse_args(argv)
+    args = daemon_parser().parse_args(argv)
     if args.all:
         from .user_daemon import run_user_daemon
 
         return run_user_daemon(options_from_args(args), load=args.load)
-    raw = args.workspace or os.environ.get("CTXOS_WORKSPACE") or "~/AI-Context-OS"
-    return run_daemon(Path(raw), options_from_args(args))
+    return run_daemon(workspace_path(args), options_from_args(args))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,12 +14,16 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
+from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxos.services.index_layout import index_looks_built
 from ctxos.services.stop_flag import Cancelled, Check, never
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,62 @@ def parse_pool() -> ProcessPoolExecutor | None:
     if cores < 2:
         return None
     return ProcessPoolExecutor(max_workers=min(BUILDERS, cores), mp_context=process_context())
+
+
+BUILDER_MODULES = ("ctxos.services.index_build",)  # what a builder runs, imported once in the forkserver
+_started_early = False  # start_builders_early started the forkserver; stop_early_builders stops it
+
+
+def start_builders_early(root: Path) -> bool:
+    """Start the forkserver now, importing the daemon's and the builders' modules, if a cold build is coming.
+
+    Called on the daemon's first line (``daemon/main.py``), before its own
+    imports: on a cold start the builders' imports (Whoosh, numpy, the
+    daemon's modules, which every worker otherwise imports again as
+    ``__mp_main__``) then run on the other core while the daemon imports and
+    walks the tree, and the builders fork from the ready server when the first
+    chunk is handed out. Only when ``index_layout.index_looks_built`` says no
+    index is there (a warm start starts nothing) and there are two cores.
+    Measured in docs/engine.md "Cold start: builders start with the daemon".
+    """
+    global _started_early
+    if (os.cpu_count() or 1) < 2 or index_looks_built(root):
+        return False
+    try:
+        context = multiprocessing.get_context("forkserver")
+    except ValueError:  # no forkserver (Windows): builders start on demand
+        return False
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    context.set_forkserver_preload([name, *BUILDER_MODULES] if name else ["__main__", *BUILDER_MODULES])
+    try:
+        forkserver.ensure_running()
+    except OSError as exc:
+        log.debug("forkserver not started early (%s)", exc)
+        return False
+    _started_early = True
+    return True
+
+
+def stop_early_builders() -> None:
+    """Stop the forkserver ``start_builders_early`` started (after the load, before anything else uses it).
+
+    Left running it would hold the daemon's and the builders' modules beside
+    the daemon all day; a later rebuild or job starts a plain one on demand
+    (the default preload is restored). Waits for the cold build's builders to
+    exit (they hold the server's liveness pipe): milliseconds, they are idle.
+    """
+    global _started_early
+    if not _started_early:
+        return
+    _started_early = False
+    forkserver.set_forkserver_preload(["__main__"])
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython's; no public way
+    if callable(stop):
+        try:
+            stop()
+        except OSError as exc:
+            log.debug("stopping the forkserver: %s", exc)
 
 
 def process_context() -> ForkServerContext | SpawnContext:

@@ -9,6 +9,23 @@ Here, not in ``daemon/``, because the thin client must not import the daemon.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
+
+DEFAULT_WORKSPACE = "~/AI-Context-OS"
+
+
+def daemon_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m ctxos.daemon.main`` (its ``main`` and its first line read the same arguments)."""
+    parser = argparse.ArgumentParser(prog="ctxos-daemon", description="Run the AI Context OS daemon in the foreground.")
+    parser.add_argument("--workspace", "-w", help="workspace folder (default: $CTXOS_WORKSPACE or ~/AI-Context-OS)")
+    add_daemon_arguments(parser)
+    return parser
+
+
+def workspace_path(args: argparse.Namespace) -> Path:
+    """The single workspace ``args`` name: ``--workspace``, else ``$CTXOS_WORKSPACE``, else the default."""
+    return Path(args.workspace or os.environ.get("CTXOS_WORKSPACE") or DEFAULT_WORKSPACE)
 
 
 def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,14 +45,12 @@ from whoosh.query import Term
 from whoosh.writing import CLEAR, NO_MERGE, SegmentWriter
 
 from .analysis import ANALYZER, analyze, index_tokens
+from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "4"  # 4: text without positions (phrase=False)
-SCHEMA_VERSION_FILE = "ctxos-schema-version"
-INDEX_NAME = "memories"
 MAX_SEGMENTS = 8  # merge small segments once there are more than this
 WRITER_TIMEOUT_S = 10.0  # wait this long for another writer's lock
 COMMON_TERM_SHARE = 0.2  # words in more than this share of memories skip the top-K walk

@@ -199,8 +199,53 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
         assert "note-03999" in {
             s["id"] for s in daemon.call("get_context", query="w3999", budget_tokens=8000)["selected"]
         }
+        # The forkserver the daemon's first line started for this build is gone once it is ready.
+        assert not [pid for pid in _children(daemon.pid) if "multiprocessing.forkserver" in _cmdline(pid)]
     finally:
         daemon.stop()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+def test_builders_start_early_only_without_an_index(make_workspace) -> None:
+    """``start_builders_early`` (the daemon's first line): a forkserver for a cold build, none for a warm start."""
+    from multiprocessing import forkserver
+
+    from ctxos.daemon.parse_pool import start_builders_early, stop_early_builders
+    from ctxos.services.index_layout import index_looks_built
+
+    root = make_workspace(_files(3))
+    assert not index_looks_built(root)
+    assert start_builders_early(root)
+    try:
+        server = forkserver._forkserver._forkserver_pid
+        assert server is not None and Path(f"/proc/{server}").exists()
+    finally:
+        stop_early_builders()
+    assert forkserver._forkserver._forkserver_pid is None and not Path(f"/proc/{server}").exists()
+    engine = Engine(root)
+    engine.load()
+    engine.close()
+    assert index_looks_built(root) and not start_builders_early(root)
 
 
 def test_tray_tooltip_shows_indexing() -> None:

@@ -23,6 +23,7 @@ from ..access_log import AccessLog
 from ..config import Config, load_config
 from ..index import MemoryIndex, StagedSegment
 from ..index_build import STAGING_FOLDER, ChunkBuilder
+from ..index_layout import INDEX_FOLDER
 from ..model import InvalidFile, Memory
 from ..progress import EMBEDDING, INDEXING, READING, WRITING, Progress
 from ..semantic import WORDLLAMA, EmbeddingScorer, ModelError, VectorIndex, load_model
@@ -91,7 +92,7 @@ class Lifecycle(EngineState):
                 ", ".join(self.removed_temp_files[:10]),
             )
         if self.index is None:
-            self.index = MemoryIndex(self.state_dir / "index")
+            self.index = MemoryIndex(self.state_dir / INDEX_FOLDER)
         collector = PausedCollector()
         fresh = self.index.open()
         if fresh:
