@@ -48,6 +48,7 @@ from .analysis import ANALYZER, analyze, index_tokens
 from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
+from .segment_postings import SortedPostings, counted_text_field, write_postings
 
 log = logging.getLogger(__name__)
 
@@ -183,13 +184,20 @@ def write_segment(folder: Path, memories: Sequence[Memory]) -> StagedSegment | N
     # usual. ~12 % of a segment's CPU.
     codec.length_stats = False
     writer = SegmentWriter(ix, limitmb=128, codec=codec)
+    pool = writer.pool = SortedPostings()  # a plain list, sorted and written by segment_postings
+    counted_text_field(writer.schema["text"])  # the text arrives analysed (index_tokens): counted in one pass
     indexed: dict[str, tuple[str, str]] = {}
     try:
         for memory in memories:
             fields = _document(memory)
             writer.add_document(**{**fields, "text": index_tokens(fields["text"])})
             indexed[memory.rel_path] = (memory.checksum, memory.id)
-        segment = writer._finalize_segment()
+        # SegmentWriter._finalize_segment, with the postings written by write_postings.
+        writer.perdocwriter.close()
+        write_postings(writer.fieldwriter, writer.schema, pool, codec)
+        writer._close_segment()
+        writer._assemble_segment()
+        segment = writer.get_segment()
     except BaseException:
         writer.cancel()
         raise
