@@ -26,6 +26,7 @@ SDK tools' worker thread. ``CTXOS_MCP_SHORTCUT=0`` turns the shortcut off (A/B r
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -37,7 +38,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.buffered import BufferedByteStream
 from anyio.streams.memory import MemoryObjectSendStream
 from ctxos.client import decode_reply
 from ctxos.services.jsonrpc import BackendError, request_line
@@ -194,45 +194,40 @@ class DaemonLine:
 
     The SDK's tools reach the daemon through the client's synchronous ``SocketBackend`` on a
     worker thread (two thread switches per call, which a loaded machine makes slow); this is one
-    JSON-RPC line out and one in, one call at a time. Any failure closes the connection and is a
-    :class:`BackendError`, so the call goes to the SDK, whose backend knows how to start or find
-    the daemon again; the next call reconnects.
+    JSON-RPC line out and one in, one call at a time, with asyncio's streams (``ctxos mcp`` runs
+    on asyncio; anyio's socket streams cost more per call). Any failure closes the connection and
+    is a :class:`BackendError`, so the call goes to the SDK, whose backend knows how to start or
+    find the daemon again; the next call reconnects.
     """
 
     def __init__(self, socket_path: Callable[[], Path], timeout: float = 120.0) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
-        self._stream: BufferedByteStream | None = None
-        self._lock = anyio.Lock()
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
 
     async def __call__(self, method: str, params: dict[str, Any]) -> Any:
         async with self._lock:
             try:
-                with anyio.fail_after(self.timeout):
-                    if self._stream is None:
-                        self._stream = BufferedByteStream(await anyio.connect_unix(self.socket_path()))
-                    await self._stream.send(request_line(next(self._ids), method, params))
-                    line = await self._stream.receive_until(b"\n", MAX_REPLY_BYTES)
-            except (
-                OSError,
-                TimeoutError,
-                anyio.EndOfStream,
-                anyio.BrokenResourceError,
-                anyio.IncompleteRead,
-                anyio.DelimiterNotFound,
-            ) as exc:
-                await self.aclose()
+                async with asyncio.timeout(self.timeout):
+                    if self._streams is None:
+                        self._streams = await asyncio.open_unix_connection(self.socket_path(), limit=MAX_REPLY_BYTES)
+                    reader, writer = self._streams
+                    writer.write(request_line(next(self._ids), method, params))
+                    line = await reader.readuntil(b"\n")
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+                self.close()
                 raise BackendError(f"the ctxos daemon did not answer: {exc!r}") from exc
         reply = decode_reply(line)
         if not isinstance(reply, dict) or "result" not in reply:
             raise BackendError(f"the ctxos daemon refused {method}: {reply!r}"[:500])
         return reply["result"]
 
-    async def aclose(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            await stream.aclose()
+    def close(self) -> None:
+        streams, self._streams = self._streams, None
+        if streams is not None:
+            streams[1].close()
 
 
 class SentWatch:
@@ -275,4 +270,4 @@ async def serve_stdio(server: MCPServer, socket_path: Callable[[], Path]) -> Non
         async with stdio_server() as (read, write), shortcut.around(read, write) as (to_sdk, from_sdk):
             await lowlevel.run(to_sdk, from_sdk, lowlevel.create_initialization_options())
     finally:
-        await line.aclose()
+        line.close()
