@@ -332,8 +332,7 @@ def _headings(engine: Any, cands: Any) -> None:
     """The matched query tokens found in each candidate's heading (summary line, title, id, tags)."""
     for cand in cands:
         if cand.matched and not cand.heading:
-            heading = engine.heading_tokens(cand.memory)
-            cand.heading = frozenset(t for t in cand.matched if t in heading)
+            cand.heading = cand.matched.intersection(engine.heading_tokens(cand.memory))
 
 
 def _rank_key(cand: Candidate) -> tuple[float, float, str]:
