@@ -228,3 +228,43 @@ def test_similarity_is_the_cosine_around_the_rows_mean_and_follows_changes(make_
             (root / "05-resources/postgres.md").unlink()
             engine.apply_changes([root / "05-resources/postgres.md"])
     engine.close()
+
+
+class _CountingModel:
+    """The real WordLlama model, counting the texts it embeds (to see what the memos spare)."""
+
+    def __init__(self) -> None:
+        self.inner = load_model("wordllama")
+        self.name, self.dim, self.texts = self.inner.name, self.inner.dim, 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_repeated_query_is_neither_classified_nor_embedded_again(tmp_path):
+    """The intent classifier and the query embedding remember recent queries: same answers, no new embedding."""
+    from ctxos.services.semantic.intents import MEMO_SIZE, PrototypeClassifier
+    from ctxos.services.semantic.scorer import QUERY_MEMO, EmbeddingScorer
+    from ctxos.services.semantic.vectors import VectorIndex
+
+    model = _CountingModel()
+    classifier = PrototypeClassifier(model)
+    queries = ["why does the build fail after the upgrade", "what did we decide about billing", "docker compose"]
+    model.texts = 0
+    first = [classifier.classify(q) for q in queries]
+    assert model.texts == len(queries) and first[0] is not None
+    assert [classifier.classify(q) for q in queries] == first and model.texts == len(queries)
+    for i in range(MEMO_SIZE + 1):  # bounded: a full memo starts again
+        classifier.classify(f"query number {i}")
+    assert len(classifier._memo) <= MEMO_SIZE
+
+    scorer = EmbeddingScorer(VectorIndex(model, None))
+    model.texts = 0
+    vectors = [scorer.query_vector(q) for q in queries]
+    assert all(np.array_equal(v, model.inner.embed([q])[0]) for v, q in zip(vectors, queries))
+    model.texts = 0
+    assert all(scorer.query_vector(q) is v for q, v in zip(queries, vectors)) and model.texts == 0
+    for i in range(QUERY_MEMO + 1):
+        scorer.query_vector(f"query number {i}")
+    assert len(scorer._vectors) <= QUERY_MEMO

@@ -18,6 +18,7 @@ from .models import SemanticModel
 TOP = 3
 MIN_SIMILARITY = 0.33  # static embeddings are dominated by topic words: similarities are low
 MIN_MARGIN = 0.1  # ... so an intent must beat every other intent's examples clearly
+MEMO_SIZE = 256  # queries whose classification is remembered (a few KB)
 
 PROTOTYPES: dict[str, tuple[str, ...]] = {
     "debug": (
@@ -84,6 +85,7 @@ class PrototypeClassifier:
 
     def __init__(self, model: SemanticModel, prototypes: dict[str, tuple[str, ...]] | None = None) -> None:
         self.model = model
+        self._memo: dict[str, tuple[str, float, str] | None] = {}
         table = prototypes or PROTOTYPES
         self.labels: list[str] = []
         self.examples: list[str] = []
@@ -110,6 +112,21 @@ class PrototypeClassifier:
         return out
 
     def classify(self, query: str) -> tuple[str, float, str] | None:
+        """The nearest prototypes' intent for ``query``, or None (remembered for the last ``MEMO_SIZE`` queries).
+
+        A pure function of the query for this classifier (its model and examples are
+        fixed): an agent asking the same thing again skips the query's embedding.
+        """
+        memo = self._memo
+        if query in memo:
+            return memo[query]
+        found = self._classify(query)
+        if len(memo) >= MEMO_SIZE:
+            memo = self._memo = {}  # replaced, never cleared in place: other threads keep the dict they read
+        memo[query] = found
+        return found
+
+    def _classify(self, query: str) -> tuple[str, float, str] | None:
         scores = self.scores(query)
         if not scores:
             return None

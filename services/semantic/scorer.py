@@ -25,6 +25,7 @@ from .vectors import VectorIndex
 
 EMBED_SHARE = 0.6
 COSINE_FLOOR = 0.2
+QUERY_MEMO = 64  # query embeddings remembered (``EmbeddingScorer.query_vector``)
 
 
 def query_text(expanded: ExpandedQuery) -> str:
@@ -40,15 +41,22 @@ class EmbeddingScorer:
         self.embed_share = embed_share
         self.keywords = KeywordOverlapScorer()
         self.name = vectors.name
-        self._last: tuple[str, np.ndarray] | None = None
+        self._vectors: dict[str, np.ndarray] = {}
 
     def query_vector(self, text: str) -> np.ndarray:
-        """The query's embedding (the last one is kept: candidates and scoring share it)."""
-        last = self._last
-        if last is not None and last[0] == text:
-            return last[1]
-        vector = self.vectors.embed_query(text)
-        self._last = (text, vector)
+        """The query's embedding, remembered for the last ``QUERY_MEMO`` texts (1 KB each at 256 dimensions).
+
+        Candidates and scoring share it within a query, and an agent asking the same
+        thing again (several clients interleave) skips the embedding. Read-only:
+        callers never change the array.
+        """
+        memo = self._vectors
+        vector = memo.get(text)
+        if vector is None:
+            vector = self.vectors.embed_query(text)
+            if len(memo) >= QUERY_MEMO:
+                memo = self._vectors = {}  # replaced, never cleared in place (queries run on several threads)
+            memo[text] = vector
         return vector
 
     def similarities(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
