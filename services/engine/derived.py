@@ -18,7 +18,7 @@ from ..model import Memory
 from ..render import catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
-from ..tokens import default_counter
+from ..tokens import default_counter, join_count
 from . import lists
 from .state import EngineState
 
@@ -195,11 +195,16 @@ class DerivedState(EngineState):
         per parse and kept on the memory (``render.l1_block_tokens``); L2 blocks (a
         few per query: the upgrades) and any other counter's counts are cached here.
 
-        Counted, not rendered into the block cache: the tier planner counts blocks a
-        query may not show (and L2s it does not upgrade to), and filling the cache
-        with them cost more than rendering the shown ones again (A/B at 10,000).
+        An L2 block under the default counter is counted from its rendering in the block
+        cache (``join_count`` of its piece costs: the same number): the planner asks for
+        the L2s it may upgrade (the best few relevant memories), which the query then
+        mostly shows, so the text is read and tokenized once instead of twice. Other
+        tiers are counted, not rendered into the block cache: the planner costs ~155
+        L1 blocks a query, and filling the cache with the ones it does not show cost more
+        than rendering the shown ones again (A/B at 10,000).
         """
-        if self.counter is default_counter():  # the L1 block and the catalog line are counted once per parse
+        default = self.counter is default_counter()
+        if default:  # the L1 block and the catalog line are counted once per parse
             if tier == "L1":
                 return l1_block_tokens(memory)
             if tier == CATALOG:
@@ -209,8 +214,12 @@ class DerivedState(EngineState):
         if value is None:
             if len(self._token_cache) > TOKEN_CACHE_MAX:
                 self._token_cache = {}
-            text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
-            value = self.counter.count(text)
+            costs = self.rendered_block(memory, tier).costs if default and tier == "L2" else None
+            if costs is not None:
+                value = join_count([(costs, 0)])
+            else:
+                text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
+                value = self.counter.count(text)
             self._token_cache[key] = value
         return value
 
