@@ -123,6 +123,9 @@ class AccessLog:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._counts: Counter[str] = Counter()
+        # The largest of those counts, with the Counter it is for (frequency_scores): kept under
+        # ``_pending_lock`` as loads are recorded, found again after a reload or a forgotten memory.
+        self._top: tuple[Counter[str], int] | None = None
         self._counts_at = 0.0
         # True: ``open`` leaves the frequency counts to the first ``frequency_counts`` call. The
         # engine sets it and warms them after its load: counting the window (a GROUP BY over every
@@ -212,9 +215,14 @@ class AccessLog:
         with self._pending_lock:
             self._pending.append(_Pending(ts, query, intent, int(budget), int(tokens_used), loads))
             counts = self._counts
+            kept = self._top
+            top = kept[1] if kept is not None and kept[0] is counts else None
             for mid, tier in loads:
                 if tier in COUNTED_TIERS:
                     counts[mid] += 1
+                    if top is not None and counts[mid] > top:
+                        top = counts[mid]
+            self._top = (counts, top) if top is not None else None
             waiting = len(self._pending)
             due = waiting >= FLUSH_EVERY or time.monotonic() - self._pending[0].queued >= FLUSH_AFTER_S
             defer = self.defer if waiting < MAX_PENDING else None
@@ -293,7 +301,9 @@ class AccessLog:
                 ]
                 if updates:
                     conn.executemany("UPDATE queries SET loads = ? WHERE id = ?", updates)
-            self._counts.pop(memory_id, None)
+            with self._pending_lock:
+                self._counts.pop(memory_id, None)
+                self._top = None
 
     # --- frequency signal ---------------------------------------------------------------
     def _reload_counts_locked(self) -> None:
@@ -321,7 +331,14 @@ class AccessLog:
     def frequency_scores(self, memory_ids: Iterable[str]) -> dict[str, float]:
         """The access-frequency signal, 0..1: log-scaled loads relative to the most-loaded memory."""
         counts = self.frequency_counts()
-        top = max(counts.values(), default=0)
+        kept = self._top
+        if kept is not None and kept[0] is counts:  # a query asks twice: the maximum is kept, not found each time
+            top = kept[1]
+        else:
+            with self._pending_lock:  # counted loads change under this lock
+                top = max(counts.values(), default=0)
+                if counts is self._counts:
+                    self._top = (counts, top)
         if top <= 0:
             return {mid: 0.0 for mid in memory_ids}
         scale = math.log1p(top)

@@ -100,3 +100,32 @@ def test_lazy_counts_are_counted_at_first_use_with_the_same_result(tmp_path):
     lazy.record("q2", "default", 1000, 20, [("b", "L1")], ts=now)  # before the first count
     assert lazy.frequency_counts() == {"a": 1, "b": 2}
     lazy.close()
+
+
+def test_frequency_scores_keep_the_maximum_as_loads_are_recorded_and_forgotten(tmp_path):
+    """The most-loaded memory's count is kept between calls (a query asks twice), and is the true maximum
+    after every record, a forgotten memory and a reload of the window."""
+    import math
+
+    log = AccessLog(tmp_path)
+    log.open()
+
+    def expected(ids: list[str]) -> dict[str, float]:
+        counts = log.frequency_counts()
+        top = max(counts.values(), default=0)
+        return {m: (math.log1p(counts.get(m, 0)) / math.log1p(top) if top else 0.0) for m in ids}
+
+    ids = ["a", "b", "c"]
+    assert log.frequency_scores(ids) == {"a": 0.0, "b": 0.0, "c": 0.0}
+    log.record("q1", "default", 1000, 10, [("a", "L1"), ("b", "L2"), ("c", "L0")])
+    assert log.frequency_scores(ids) == expected(ids) and log.frequency_scores(ids)["a"] == 1.0
+    for _ in range(3):
+        log.record("q2", "default", 1000, 10, [("b", "L1")])
+    assert log.frequency_scores(ids) == expected(ids) and log.frequency_scores(ids)["b"] == 1.0
+    log.forget_memory("b")  # the most-loaded one goes: "a" is the top again
+    assert log.frequency_scores(ids) == expected(ids) and log.frequency_scores(ids)["a"] == 1.0
+    log.flush()
+    with log._lock:
+        log._reload_counts_locked()
+    assert log.frequency_scores(ids) == expected(ids)
+    log.close()
