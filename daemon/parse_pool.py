@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -50,7 +49,19 @@ def parse_pool() -> ProcessPoolExecutor | None:
     return ProcessPoolExecutor(max_workers=min(BUILDERS, cores), mp_context=process_context())
 
 
-BUILDER_MODULES = ("ctxos.services.index_build",)  # what a builder runs, imported once in the forkserver
+BUILDER_MODULES = ("ctxos.services.builder_preload",)  # the builders' code and model, loaded once in the forkserver
+# Each builder runs the daemon's entry module (``python -m ctxos.daemon.main``) again as ``__mp_main__``,
+# multiprocessing's rule; preloading that module itself makes runpy warn on every builder's stderr, so
+# the forkserver preloads what it imports instead, and a builder only runs its body (milliseconds).
+ENTRY_IMPORTS = (
+    "asyncio",
+    "ctxos.daemon.components",
+    "ctxos.daemon.context",
+    "ctxos.daemon.logging_setup",
+    "ctxos.daemon.malloc_tune",
+    "ctxos.services.daemon_lock",
+    "ctxos.services.runtime_paths",
+)
 _started_early = False  # start_builders_early started the forkserver; stop_early_builders stops it
 
 
@@ -60,9 +71,10 @@ def start_builders_early(root: Path) -> bool:
     Called on the daemon's first line (``daemon/main.py``), before its own
     imports: on a cold start the builders' imports (Whoosh, numpy, the
     daemon's modules, which every worker otherwise imports again as
-    ``__mp_main__``) then run on the other core while the daemon imports and
-    walks the tree, and the builders fork from the ready server when the first
-    chunk is handed out. Only when ``index_layout.index_looks_built`` says no
+    ``__mp_main__``) and the packaged model (``services/builder_preload.py``)
+    then load on the other core while the daemon imports and walks the tree,
+    and the builders fork from the ready server when the first chunk is
+    handed out. Only when ``index_layout.index_looks_built`` says no
     index is there (a warm start starts nothing) and there are two cores.
     Measured in docs/engine.md "Cold start: builders start with the daemon".
     """
@@ -73,9 +85,7 @@ def start_builders_early(root: Path) -> bool:
         context = multiprocessing.get_context("forkserver")
     except ValueError:  # no forkserver (Windows): builders start on demand
         return False
-    main = sys.modules.get("__main__")
-    name = getattr(getattr(main, "__spec__", None), "name", None)
-    context.set_forkserver_preload([name, *BUILDER_MODULES] if name else ["__main__", *BUILDER_MODULES])
+    context.set_forkserver_preload([*ENTRY_IMPORTS, *BUILDER_MODULES])
     try:
         forkserver.ensure_running()
     except OSError as exc:
