@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from ctxos.services import schemas
-from ctxos.services.jsonrpc import INTERNAL_ERROR, BackendError, RpcError, json_default
+from ctxos.services.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, BackendError, RpcError, json_default
 from ctxos.services.responses import SkillResponse
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -179,12 +179,18 @@ class MemoryOut(BaseModel):
 # ---------------------------------------------------------------- helpers
 
 
-async def _call(backend: Backend, method: str, params: dict[str, Any]) -> Any:
-    """Call the backend; refusals and failures become a ToolError the agent can read."""
+async def _call(backend: Backend, method: str, params: dict[str, Any], *, older: str | None = None) -> Any:
+    """Call the backend; refusals and failures become a ToolError the agent can read.
+
+    ``older``: the method to call instead when the daemon does not know ``method`` (a ``ctxos mcp``
+    of a newer install reaching a daemon that still runs the old one).
+    """
     clean = {k: v for k, v in params.items() if v is not None}
     try:
         return await backend.call(method, clean)
     except BackendError as exc:
+        if older is not None and exc.code == METHOD_NOT_FOUND:
+            return await _call(backend, older, clean)
         # The SDK prefixes "Error executing tool NAME: "; the engine's message says what to do.
         raise ToolError(str(exc)) from exc
     except (ConnectionError, OSError) as exc:
@@ -251,8 +257,9 @@ def build_mcp_server(backend: Backend, *, name: str = SERVER_NAME) -> MCPServer:
     async def get_context(
         query: str, budget_tokens: int | None = None, intent: str | None = None
     ) -> Annotated[CallToolResult, ContextOut]:
-        result = await _call(backend, "get_context", {"query": query, "budget_tokens": budget_tokens, "intent": intent})
-        out = ContextOut.model_validate(result)  # the agent view: ContextResponse without diagnostics
+        params = {"query": query, "budget_tokens": budget_tokens, "intent": intent}
+        result = await _call(backend, "agent_context", params, older="get_context")
+        out = ContextOut.model_validate(result)  # the agent view, as the daemon built it (agent_context)
         return _tool_result(out.rendered, out)
 
     @mcp.tool(

@@ -53,7 +53,7 @@ from .mcp_server import ContextOut
 log = logging.getLogger("ctxos.mcp")
 
 TOOL = "get_context"
-METHOD = "get_context"  # the daemon's RPC method
+METHOD = "agent_context"  # the daemon's RPC method: get_context as agents are told it (no diagnostics)
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # one reply line; a get_context answer is ~60 KB
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]

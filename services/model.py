@@ -412,6 +412,19 @@ class SelectedMemory:
             data["workspace"] = self.workspace
         return data
 
+    def agent_dict(self) -> dict[str, Any]:
+        """What an agent is told of it (``agent_context``): no signals, shares, sources, path or reason."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "tier": self.tier,
+            "tokens": self.tokens,
+            "score": round(self.score, 6),
+        }
+        if self.workspace:
+            data["workspace"] = self.workspace
+        return data
+
 
 @dataclass
 class ContextResult:
@@ -447,5 +460,25 @@ class ContextResult:
             "intent_reason": self.intent_reason,
             "semantic_model": self.semantic_model,
             "rendered": self.rendered,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }
+
+    def agent_dict(self) -> dict[str, Any]:
+        """The answer as agents are told it (``agent_context``; the MCP tool's ``ContextOut``, key for key).
+
+        Built without the engine's diagnostics (each selected memory's signals, shares and
+        sources, the weights): about half of ``to_dict``'s work and a ~26 KB answer instead of
+        ~62 KB for what ``ctxos mcp`` sends on (issue 16, docs/engine.md).
+        """
+        return {
+            "rendered": self.rendered,
+            "query": self.query,
+            "intent": self.intent,
+            "expanded_query": list(self.expanded_query),
+            "budget_tokens": self.budget_tokens,
+            "tokens_used": self.tokens_used,
+            "selected": [s.agent_dict() for s in self.selected],
+            "catalog_ids": list(self.catalog_ids),
+            "catalog_omitted": self.catalog_omitted,
             "elapsed_ms": round(self.elapsed_ms, 3),
         }

@@ -86,6 +86,30 @@ class ContextResponse(Response):
     token_counter: str
 
 
+class AgentSelectedOut(Item):
+    id: str
+    type: str
+    tier: Literal["L0", "L1", "L2"]
+    tokens: int
+    score: float
+    workspace: str | None = Field(None, description="the federated workspace it comes from; absent: this one")
+
+
+class AgentContextResponse(Response):
+    """``agent_context``: ``get_context`` as agents are told it (the MCP tool's ``ContextOut``), no diagnostics."""
+
+    rendered: str
+    query: str
+    intent: str
+    expanded_query: list[str]
+    budget_tokens: int
+    tokens_used: int
+    selected: list[AgentSelectedOut]
+    catalog_ids: list[str]
+    catalog_omitted: int
+    elapsed_ms: float
+
+
 # ---------------------------------------------------------------- memories
 
 

@@ -284,3 +284,31 @@ def test_output_schemas_inline_local_refs_and_keep_recursive_ones():
     tree = inline_local_refs(Tree.model_json_schema())
     assert tree is not None and tree["properties"]["root"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/Node"}
     assert "Node" in tree["$defs"]
+
+
+async def test_get_context_from_a_daemon_without_agent_context(ctx):
+    """A ``ctxos mcp`` of a newer install may reach a daemon still running the old one: ``agent_context``
+    is then unknown (METHOD_NOT_FOUND) and the tool asks ``get_context`` instead, with the same answer.
+    The old daemon is the real registry with that one method refused (it cannot run here otherwise)."""
+    from ctxos.services.jsonrpc import METHOD_NOT_FOUND, BackendError
+
+    real = RegistryBackend(ctx)
+    asked: list[str] = []
+
+    class OldDaemon:
+        async def call(self, method, params):
+            asked.append(method)
+            if method == "agent_context":
+                raise BackendError("method not found: agent_context", METHOD_NOT_FOUND)
+            return await real.call(method, params)
+
+    async with Client(build_mcp_server(OldDaemon())) as old, Client(build_mcp_server(real)) as new:
+        before = await old.call_tool("get_context", {"query": "deploy", "budget_tokens": 300})
+        after = await new.call_tool("get_context", {"query": "deploy", "budget_tokens": 300})
+    assert asked == ["agent_context", "get_context"]
+    assert not before.is_error and not after.is_error
+    assert before.structured_content.keys() == after.structured_content.keys()
+    for answer in (before, after):  # the same agent view either way (the first call's access may reorder)
+        entries = answer.structured_content["selected"]
+        assert entries and all(e.keys() == {"id", "type", "tier", "tokens", "score"} for e in entries)
+        assert answer.content[0].text == answer.structured_content["rendered"]

@@ -13,6 +13,8 @@ from ctxos.client.backend import InProcessBackend
 from ctxos.services.jsonrpc import as_json
 from ctxos.services.responses import ContextResponse
 
+AGENT_SELECTED_FIELDS = ("id", "type", "tier", "tokens", "score", "workspace")  # the MCP view's order
+
 
 @pytest.fixture
 def backend(make_workspace):
@@ -31,6 +33,24 @@ def test_query_answers_match_their_contract(backend, method, query):
     assert answer["rendered"] and isinstance(answer["selected"], list)
     if query != "zzz-nothing-matches":
         assert answer["selected"], "the examples answer this query"
+
+
+@pytest.mark.parametrize("query", ["how do we deploy", "retry policy for the database", "zzz-nothing-matches"])
+def test_agent_context_is_the_mcp_view_of_get_context(backend, query):
+    """``agent_context`` (``ContextResult.agent_dict``) is, key for key, what the MCP tool made of ``get_context``
+    (``ContextOut`` over ``to_dict``), and it matches its response model."""
+    from ctxos.daemon.mcp_server import ContextOut
+    from ctxos.services.responses import AgentContextResponse
+
+    result = backend.engine.execute_context_query(query, 3000, None, record_access=False)
+    agent = as_json(result.agent_dict())
+    assert as_json(ContextOut.model_validate(as_json(result.to_dict())).model_dump(mode="json")) == agent
+    assert list(agent) == list(ContextOut.model_fields)
+    for entry in agent["selected"]:
+        assert list(entry) == [k for k in AGENT_SELECTED_FIELDS if k in entry]
+    answer = backend.call("agent_context", {"query": query, "budget_tokens": 3000})
+    assert as_json(AgentContextResponse.model_validate(answer).data()) == answer
+    assert answer["rendered"] == result.rendered
 
 
 def test_unchecked_response_gives_back_its_data():

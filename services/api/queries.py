@@ -13,8 +13,10 @@ from typing import Any
 from .. import schemas
 from ..communities import community_of_memory
 from ..jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
+from ..model import ContextResult
 from ..query import QueryError
 from ..responses import (
+    AgentContextResponse,
     ContextResponse,
     DoctorResponse,
     ListResponse,
@@ -62,7 +64,7 @@ def _engine_status(host: Host) -> dict[str, Any]:
     return {}  # pragma: no cover
 
 
-def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> dict[str, Any]:
+def _query(host: Host, req: schemas.ContextRequest, record_access: bool) -> ContextResult:
     """The one query path; an unknown intent is the query path's to refuse (it knows the workspace's weights)."""
     engine = host.engine
     try:
@@ -71,12 +73,16 @@ def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> 
         )
     except QueryError as exc:  # an unknown intent: the caller's mistake
         raise RpcError(INVALID_PARAMS, str(exc)) from None
-    result = context.to_dict()
-    result["token_counter"] = engine.counter.name
     for chosen in context.selected:  # remember what was served (see Engine.note_served)
         memory = engine.store.get(chosen.id)
         if memory is not None:
             engine.note_served(memory)
+    return context
+
+
+def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> dict[str, Any]:
+    result = _query(host, req, record_access).to_dict()
+    result["token_counter"] = host.engine.counter.name
     return result
 
 
@@ -84,6 +90,12 @@ def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> 
 def get_context(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
     """The context for a query within a token budget (records the access: this is what agents load)."""
     return _run_query(host, req, record_access=True)
+
+
+@answers(AgentContextResponse, check=False)  # built from typed dataclasses; checked by tests/test_responses.py
+def agent_context(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
+    """``get_context`` as agents are told it (the MCP tools' answer): no signals, paths or reasons (recorded too)."""
+    return _query(host, req, record_access=True).agent_dict()
 
 
 @answers(ContextResponse, check=False)
