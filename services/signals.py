@@ -5,7 +5,8 @@ semantic    how much of the query's meaning a memory covers. Today: keyword
             being a query word or any of its synonyms; full credit when found
             in the summary line, title, id or tags, 0.6 when only in the
             body) plus phrase overlap
-            (adjacent query words found together). ``SemanticScorer`` is the
+            (adjacent query words found together, in a memory holding
+            both words as index tokens). ``SemanticScorer`` is the
             seam where an embedding model can replace it.
 bm25        Whoosh's BM25F score divided by the best score among the candidates.
 graph       0.5 * authority (PageRank over explicit links, 0..1) + 0.5 if the
