@@ -153,6 +153,19 @@ def test_matched_terms_and_restriction(index):
     assert index.search([("pool", 1.0)], 10, restrict_paths=[]) == []
 
 
+@pytest.mark.parametrize("extra_words", [0, 70])  # 70: more query terms than an int64 has bits
+def test_matched_tokens_are_exactly_the_query_tokens_each_hit_holds(index, extra_words):
+    """Each hit's ``matched`` is the set of analysed query tokens its text or tags hold, however many terms."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo"] + [f"filler{i}x" for i in range(extra_words)]
+    docs = {f"m{n}": " ".join(w for i, w in enumerate(words) if (n >> (i % 5)) & 1 or i == n) for n in range(1, 32)}
+    index.update([mem(mid, body, l0="note") for mid, body in docs.items()])
+    hits = index.search([(w, 1.0) for w in words], 100)
+    assert len(hits) == len(docs)
+    for hit in hits:
+        held = {t for w in docs[hit.id].split() for t in analyze(w)}
+        assert hit.matched == {t for w in words for t in analyze(w)} & held, hit.id
+
+
 def test_readers_see_committed_state_while_one_writer_commits(index):
     """Searching threads never fail or see an empty index while the writer commits 40 times."""
     index.update([mem("stable", "anchor words always present")])
