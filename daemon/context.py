@@ -121,11 +121,13 @@ class DaemonContext:
             # The access log's batch writes (~20-90 ms each) run on a read worker, not in a get_context.
             engine.access_log_defer = self._defer_access_write
         if mode == "daemon" and hasattr(engine, "community_detector"):
-            from .leiden_process import IsolatedDetector
+            from .leiden_process import IsolatedDetector, IsolatedNamer
 
             # Leiden holds the interpreter lock for its whole run: large graphs go to a child process
-            # (killed at shutdown: the detector watches the engine's stop flag).
+            # (killed at shutdown: the detector watches the engine's stop flag). Naming them too: its
+            # temporaries would otherwise stay in this heap as arenas pinned by a few survivors.
             engine.community_detector = IsolatedDetector(engine.stop_flag)
+            engine.community_namer = IsolatedNamer(engine.stop_flag)
 
     # ------------------------------------------------------------ config
 

@@ -1,4 +1,4 @@
-"""Leiden community detection in a child process, so the daemon keeps answering meanwhile.
+"""Leiden community detection and community naming in a child process, so the daemon keeps answering.
 
 leidenalg's optimiser is C++ that holds the interpreter lock from start to end.
 At 100,000 memories one run takes minutes on this machine, and for all that time
@@ -10,6 +10,12 @@ keeps small ones in-process, where Leiden takes milliseconds and a process
 start would cost more than it saves. The worker exits after each run: no idle
 process holds igraph's memory between runs.
 
+Naming the communities (``communities.named_bytes``, for the router files and
+``simulate``) goes the same way for the heap's sake: the pass makes ~100,000
+short-lived objects at 10,000 memories, and the few that outlive it kept ~6 MiB
+of the daemon's interpreter arenas after every router run (issue 16). In the
+child, the daemon only builds the plain input rows and keeps one bytes object.
+
 The waiting thread polls the answer pipe and the engine's stop flag: at SIGTERM
 the worker is killed and the job ends with ``stop_flag.Cancelled`` at once,
 instead of the daemon waiting minutes for a partition nobody will read.
@@ -18,30 +24,74 @@ instead of the daemon waiting minutes for a partition nobody will read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
-from ctxos.services.communities import detect_communities
+from ctxos.services.communities import NamingRow, detect_communities, named_bytes
 from ctxos.services.stop_flag import Cancelled, StopFlag
 
 from .parse_pool import process_context
 
 log = logging.getLogger(__name__)
 
-IN_PROCESS_MAX_NODES = 2_000  # below this Leiden takes milliseconds: a process start costs more
+IN_PROCESS_MAX_NODES = 2_000  # below this Leiden (or naming) takes milliseconds: a process start costs more
 POLL_S = 0.1  # how often the waiting thread looks at the stop flag
 
 Partition = tuple[dict[str, int], list[int], float]
+R = TypeVar("R")
 
 
-def _child(send: Connection, nodes: list[str], edges: list[tuple[str, str, float]], seed: int, res: float) -> None:
-    """The worker: one Leiden run, its answer (or its error, in words) sent back, then exit."""
+class ChildFailed(Exception):
+    """The child process could not start or died without an answer (the job then runs in the daemon)."""
+
+
+def _child(send: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The worker: one call, its answer (or its error, in words) sent back, then exit."""
     try:
-        answer: tuple[str, Any] = ("ok", detect_communities(nodes, edges, seed=seed, resolution=res))
+        answer: tuple[str, Any] = ("ok", fn(*args))
     except Exception as exc:  # noqa: BLE001 - reported to the daemon, which logs the failed job
         answer = ("error", f"{type(exc).__name__}: {exc}")
     send.send(answer)
     send.close()
+
+
+def run_in_child(stop: StopFlag, what: str, fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` in a one-off child process (``fn`` and the args must pickle).
+
+    Raises ``ChildFailed`` when the child cannot start or dies, ``Cancelled`` (the
+    child killed) when ``stop`` is set meanwhile, ``RuntimeError`` when ``fn`` raised.
+    """
+    stop.check()
+    context = process_context()
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(send, fn, args), daemon=True)
+    try:
+        child.start()
+    except OSError as exc:
+        receive.close()
+        send.close()
+        raise ChildFailed(f"cannot start: {exc}") from exc
+    send.close()  # the child holds the only writing end: its exit is our EOF
+    try:
+        while not receive.poll(POLL_S):
+            if stop.stopped:
+                child.kill()
+                raise Cancelled(f"{what} stopped: the daemon is shutting down")
+        try:
+            status, value = receive.recv()
+        except (EOFError, OSError):
+            raise ChildFailed(f"exited with code {child.exitcode}") from None
+    finally:
+        receive.close()
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    if status != "ok":
+        raise RuntimeError(f"{what} failed: {value}")
+    found: R = value
+    return found
 
 
 class IsolatedDetector:
@@ -60,40 +110,31 @@ class IsolatedDetector:
     ) -> Partition:
         if len(nodes) < IN_PROCESS_MAX_NODES:
             return detect_communities(nodes, edges, seed=seed, resolution=resolution)
-        self.stop.check()
-        context = process_context()
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(send, nodes, edges, seed, resolution), daemon=True)
         try:
-            child.start()
-        except OSError as exc:
-            receive.close()
-            send.close()
-            return self._here(nodes, edges, seed, resolution, f"cannot start: {exc}")
-        send.close()  # the child holds the only writing end: its exit is our EOF
-        try:
-            while not receive.poll(POLL_S):
-                if self.stop.stopped:
-                    child.kill()
-                    raise Cancelled("community detection stopped: the daemon is shutting down")
-            try:
-                status, value = receive.recv()
-            except (EOFError, OSError):
-                return self._here(nodes, edges, seed, resolution, f"exited with code {child.exitcode}")
-        finally:
-            receive.close()
-            child.join(5)
-            if child.is_alive():
-                child.kill()
-                child.join()
-        if status != "ok":
-            raise RuntimeError(f"community detection failed: {value}")
-        found: Partition = value
+            found: Partition = run_in_child(
+                self.stop, "community detection", detect_communities, nodes, edges, seed, resolution
+            )
+        except ChildFailed as exc:
+            log.warning("community detection process failed (%s); running it in the daemon", exc)
+            return detect_communities(nodes, edges, seed=seed, resolution=resolution)
         return found
 
-    @staticmethod
-    def _here(
-        nodes: list[str], edges: list[tuple[str, str, float]], seed: int, resolution: float, why: str
-    ) -> Partition:
-        log.warning("community detection process failed (%s); running it in the daemon", why)
-        return detect_communities(nodes, edges, seed=seed, resolution=resolution)
+
+class IsolatedNamer:
+    """A ``communities.Namer`` that names maps of ``IN_PROCESS_MAX_NODES`` memories or more in a child process.
+
+    Same fallbacks as ``IsolatedDetector``: a child that cannot start or dies means naming here.
+    """
+
+    def __init__(self, stop: StopFlag, in_process_max: int = IN_PROCESS_MAX_NODES) -> None:
+        self.stop = stop
+        self.in_process_max = in_process_max
+
+    def __call__(self, rows: list[NamingRow], communities: dict[str, int], rank: dict[str, float]) -> bytes:
+        if len(rows) < self.in_process_max:
+            return named_bytes(rows, communities, rank)
+        try:
+            return run_in_child(self.stop, "community naming", named_bytes, rows, communities, rank)
+        except ChildFailed as exc:
+            log.warning("community naming process failed (%s); naming here", exc)
+            return named_bytes(rows, communities, rank)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .atomic import atomic_write_text
 from .config import Config
@@ -289,7 +289,8 @@ _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
 # Per engine: (map fingerprint, store generation) -> the names, pickled. One bytes object
 # (~0.4 MB at 10,000 memories; read back in ~5 ms by the router and simulate) instead of
 # ~27,000 small objects: made amid the naming pass's temporaries, those kept ~8 MiB of
-# the interpreter's arenas from being returned after the pass (RSS, issue 16).
+# the interpreter's arenas from being returned after the pass (RSS, issue 16). The
+# daemon names large maps in a child process (``Namer``), which hands back these bytes.
 _NAMES_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], bytes]] = weakref.WeakKeyDictionary()
 
 
@@ -414,8 +415,41 @@ def name_communities(
     return out
 
 
+class NamingRow(NamedTuple):
+    """What naming reads of one memory (``_terms``, ``name_communities``): plain values that pickle cheaply."""
+
+    id: str
+    tags: tuple[Any, ...]
+    display_title: str
+    rel_path: str
+    l0: str
+
+
+# How a naming pass runs: (rows, community per id, rank per id) -> ``named_bytes``. None on the
+# engine = here; the daemon passes one that names large maps in a child process (daemon/leiden_process.py).
+Namer = Callable[[list[NamingRow], dict[str, int], dict[str, float]], bytes]
+
+
+def naming_rows(memories: Iterable[Any]) -> list[NamingRow]:
+    """The naming input of ``memories`` (hot fields only: a released memory reads no file for them)."""
+    return [NamingRow(m.id, tuple(m.tags), m.display_title, m.rel_path, m.l0) for m in memories]
+
+
+def named_bytes(rows: list[NamingRow], communities: dict[str, int], rank: dict[str, float]) -> bytes:
+    """``name_communities`` of the rows, pickled: what a ``Namer`` returns and the names cache holds.
+
+    A module-level function of plain values, so a child process can run it: at 10,000 memories
+    the pass's temporaries, amid the few objects that outlive it, kept ~6 MiB of the daemon's
+    interpreter arenas (RSS after ``malloc_trim``) on every router run.
+    """
+    return pickle.dumps(name_communities(rows, communities, rank), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[str, Any]]:
-    """Named communities of an engine's current map (cached per map and store generation)."""
+    """Named communities of an engine's current map (cached per map and store generation).
+
+    The pass runs where ``engine.community_namer`` says (a child process in the daemon).
+    """
     cmap = cmap if cmap is not None else load_communities(Path(engine.root))
     if cmap is None:
         return []
@@ -424,12 +458,13 @@ def community_names(engine: Any, cmap: CommunityMap | None = None) -> list[dict[
     if entry is not None and entry[0] == key:
         return list(pickle.loads(entry[1]))
     graph = engine.graph(stale_ok=True) if _takes_stale_ok(engine) else engine.graph()
-    named = name_communities(list(engine.store.memories.values()), cmap.communities, graph.authority)
+    namer: Namer = getattr(engine, "community_namer", None) or named_bytes
+    data = namer(naming_rows(list(engine.store.memories.values())), cmap.communities, graph.authority)
     try:
-        _NAMES_CACHE[engine] = (key, pickle.dumps(named, protocol=pickle.HIGHEST_PROTOCOL))
+        _NAMES_CACHE[engine] = (key, data)
     except TypeError:  # an engine stand-in that cannot be weakly referenced: no cache
         pass
-    return named
+    return list(pickle.loads(data))
 
 
 def _takes_stale_ok(engine: Any) -> bool:

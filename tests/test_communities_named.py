@@ -106,6 +106,25 @@ def test_router_topics_and_layout_keep_communities_apart():
         engine.close()
 
 
+def test_names_made_in_a_child_process_equal_the_names_made_here():
+    """The daemon's namer (daemon/leiden_process.py) runs the pass in a real child process."""
+    from ctxos.daemon.leiden_process import IsolatedNamer
+    from ctxos.services.communities import community_names
+    from ctxos.services.stop_flag import StopFlag
+
+    engine = Engine(shared_data("obsidian-help"))
+    engine.load()
+    try:
+        cmap, _ = refresh_communities(engine)
+        here = name_communities(list(engine.store.memories.values()), cmap.communities, engine.graph().authority)
+        assert len(here) >= 4
+        engine.community_namer = IsolatedNamer(StopFlag(), in_process_max=0)  # every map goes to the child
+        assert community_names(engine, cmap) == here
+        assert community_names(engine, cmap) == here  # the second ask reads the cached bytes
+    finally:
+        engine.close()
+
+
 def test_c_tf_idf_prefers_tags_and_terms_unique_to_a_community():
     def memory(memory_id: str, title: str, tags: list[str]) -> Memory:
         return Memory(

@@ -33,7 +33,7 @@ from .memo import Memo
 from .summary import ChangeSummary
 
 if TYPE_CHECKING:
-    from ..communities import Detector
+    from ..communities import Detector, Namer
     from ..governance import GovernanceReport
     from ..history import HistoryRecorder
 
@@ -106,6 +106,9 @@ class EngineState:
         # How Leiden runs (services/communities.Detector): None = in this process; the daemon
         # passes one that uses a child process for large graphs (leidenalg holds the interpreter lock).
         self.community_detector: Detector | None = None
+        # How communities are named (services/communities.Namer): None = here; the daemon names
+        # large maps in a child process (the pass's temporaries stay out of the daemon's heap).
+        self.community_namer: Namer | None = None
         # How the access log writes a due batch (AccessLog.defer): None = by the query; the daemon
         # passes one that runs it on a worker thread, so no get_context waits for SQLite.
         self.access_log_defer: Callable[[Callable[[], None]], None] | None = None
