@@ -115,7 +115,11 @@ class GraphTracker:
     def _full(
         self, memories: dict[str, Memory], catalog: Catalog, settings: tuple[int, int, float], check: Check
     ) -> LinkGraph:
+        # What a patch needs goes before the build, not after it: a full build after a burst
+        # (a checkout, the start-up scratch expiry) otherwise held both generations' maps at its
+        # peak (~5 MiB at 10,000 memories), and the new maps were placed in fresh arenas (issue 16).
         self._graph = None
+        self._memories, self._links, self._dependents, self._members = {}, {}, {}, {}
         min_shared, max_members, damping = settings
         values = list(memories.values())
         links = resolve_all_links(values, set(memories), catalog.resolve_link, check)
