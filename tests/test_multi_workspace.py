@@ -260,7 +260,10 @@ async def test_a_federated_global_skill_shows_up_in_a_project_get_context(make_w
             result = await client.call_tool("get_context", {"query": "how do I write commit messages"})
             selected = {item["id"]: item for item in result.structured_content["selected"]}
             assert selected["commit-messages"]["workspace"] == "global"
-            assert selected["never-commit-secrets"]["reason"] == "rule"  # federated rules come first
+            # federated rules come first (the MCP view has no ``reason``: the type and the order say it)
+            assert selected["never-commit-secrets"]["type"] == "rule"
+            order = [item["id"] for item in result.structured_content["selected"]]
+            assert order.index("never-commit-secrets") < order.index("commit-messages")
             assert selected["never-commit-secrets"]["workspace"] == "global"
             skill = await client.call_tool("get_skill", {"name": "commit-messages"})  # not here: from global
             assert not skill.is_error and skill.structured_content["workspace"] == "global"
