@@ -46,13 +46,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCRequest, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from .mcp_server import ContextOut
 
 log = logging.getLogger("ctxos.mcp")
 
 TOOL = "get_context"
+MAX_FRAMES = 8  # distinct ``_meta`` envelopes kept; a client varying it per call (a progress token) gets the SDK
 METHOD = "agent_context"  # the daemon's RPC method: get_context as agents are told it (no diagnostics)
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # one reply line; a get_context answer is ~60 KB
 
@@ -103,7 +104,8 @@ class Shortcut:
                         if frame is not None:
                             tasks.start_soon(self._answer, item, request, frame, to_sdk.clone(), write)
                             continue
-                        self._asked[request.id] = request.params.get("_meta")
+                        if len(self._frames) < MAX_FRAMES:
+                            self._asked[request.id] = request.params.get("_meta")
                     await to_sdk.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 log.debug("the SDK's loop stopped reading")
@@ -117,6 +119,9 @@ class Shortcut:
     def saw_sent(self, message: SessionMessage) -> None:
         """Keep the frame of the SDK's successful answer to a get_context call (the shortcut starts then)."""
         sent = message.message
+        if isinstance(sent, JSONRPCError):  # refused or failed: nothing to keep, and nothing to wait for
+            self._asked.pop(sent.id, None)
+            return
         if not isinstance(sent, JSONRPCResponse) or sent.id not in self._asked:
             return
         meta = self._asked.pop(sent.id)
@@ -130,6 +135,7 @@ class Shortcut:
             and isinstance(content[0], dict)
             and content[0].get("type") == "text"
             and self._frame(meta) is None
+            and len(self._frames) < MAX_FRAMES
         ):
             self._frames.append((meta, {**result, "content": content[0], "structuredContent": None}))
 

@@ -280,3 +280,47 @@ async def test_shortcut_survives_a_daemon_restart(make_workspace, tmp_path, daem
             result = await client.call_tool("get_context", {"query": "apollo billing rust"})
             assert not result.is_error, result.content
             assert "no-secrets" in [s["id"] for s in result.structured_content["selected"]]
+
+
+def test_shortcut_keeps_a_bounded_number_of_frames():
+    """A client that sends a new ``_meta`` with every call (a progress token) never grows the shortcut's state.
+
+    Driven through :meth:`Shortcut.around` with in-memory streams standing in for the stdio
+    transport (the byte-level behaviour with the real transport is the test above): every
+    call goes on to the SDK, the frames kept stop at ``MAX_FRAMES``, and a request the SDK
+    answers with an error is not remembered.
+    """
+    import anyio
+    from ctxos.daemon.mcp_shortcut import MAX_FRAMES, Shortcut
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+    async def never_called(method: str, params: dict) -> dict:  # no frame matches: the SDK answers all
+        raise AssertionError("the shortcut answered a call it had no frame for")
+
+    async def conversation() -> Shortcut:
+        shortcut = Shortcut(never_called)
+        client_out, transport_read = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+        transport_write, client_in = anyio.create_memory_object_stream[SessionMessage](100)
+        async with shortcut.around(transport_read, transport_write) as (to_sdk, from_sdk):
+            for n in range(3 * MAX_FRAMES):
+                params = {"name": "get_context", "arguments": {"query": "q"}, "_meta": {"progressToken": n}}
+                await client_out.send(
+                    SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=n, method="tools/call", params=params))
+                )
+                forwarded = await to_sdk.receive()
+                assert isinstance(forwarded, SessionMessage) and forwarded.message.id == n
+                if n % 2:
+                    answer = JSONRPCError(jsonrpc="2.0", id=n, error=ErrorData(code=-32603, message="failed"))
+                else:
+                    result = {"content": [{"type": "text", "text": "x"}], "structuredContent": {}, "isError": False}
+                    answer = JSONRPCResponse(jsonrpc="2.0", id=n, result=result)
+                await from_sdk.send(SessionMessage(answer))
+                assert (await client_in.receive()).message.id == n
+            client_out.close()
+        return shortcut
+
+    shortcut = anyio.run(conversation)
+    assert len(shortcut._frames) == MAX_FRAMES  # noqa: SLF001 - the state this test bounds
+    assert shortcut._asked == {}  # noqa: SLF001
+    assert shortcut.answered == 0
