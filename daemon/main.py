@@ -95,7 +95,7 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
             level=logging.DEBUG if options.verbose else logging.INFO,
         )
         log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)
-        malloc_tune.limit_arenas()  # before any thread starts
+        malloc_tune.configure_heap()  # before any thread starts
         return asyncio.run(_serve(root, options))
     except KeyboardInterrupt:  # a signal before the loop installed its handlers
         return 130

@@ -11,7 +11,16 @@ that allocates a lot and then lets it go: the initial load, and every job on
 the background thread (governance, communities, and the graph refresh that
 follows each change batch, so a burst is trimmed too), and once queries stop
 (``DaemonContext._trim_after_reads``, at most once a second). ``CTXOS_MALLOC_TUNING=0``
-turns both off (for comparisons).
+turns all of it off (for comparisons).
+
+The mmap threshold is fixed too (``MMAP_THRESHOLD``). By default glibc raises it to the
+size of every large block that is freed (up to 32 MiB), and from then on blocks of that
+size come from the heap instead of their own mapping. The daemon frees large blocks all the
+time at start (the builders' answers during a cold build, the parse cache's ~5 MB pickle),
+so the large temporaries that followed (the parse cache's per-memory dicts, the first link
+graph's tables) were placed in the heap between objects that stay, and a trim could not give
+their pages back: in one process replaying a cold start at 10,000 memories, 146-150 MiB
+after the start-up jobs with the moving threshold, 133-134 with it fixed at 128 KiB (issue 16).
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ import sys
 log = logging.getLogger(__name__)
 
 ARENA_MAX = 2
-_M_ARENA_MAX = -8  # mallopt parameter number in glibc's malloc.h
+MMAP_THRESHOLD = 128 * 1024  # glibc's initial value, kept: blocks this large get their own mapping
+_M_ARENA_MAX = -8  # mallopt parameter numbers in glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 _libc = None
 
 
@@ -44,12 +55,14 @@ def _glibc():
     return _libc or None
 
 
-def limit_arenas() -> bool:
-    """Cap glibc's malloc arenas (call before threads start); True when applied."""
+def configure_heap() -> bool:
+    """Cap glibc's malloc arenas and fix its mmap threshold (call before threads start); True when applied."""
     libc = _glibc()
     if libc is None:
         return False
-    return bool(libc.mallopt(_M_ARENA_MAX, ARENA_MAX))
+    capped = bool(libc.mallopt(_M_ARENA_MAX, ARENA_MAX))
+    fixed = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))  # setting it stops glibc from moving it
+    return capped and fixed
 
 
 def trim() -> None:

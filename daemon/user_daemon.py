@@ -88,7 +88,7 @@ def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None
             os.getpid(),
             log_file,
         )
-        malloc_tune.limit_arenas()  # before any thread starts
+        malloc_tune.configure_heap()  # before any thread starts
         return asyncio.run(_serve(options, set(load or ())))
     except KeyboardInterrupt:
         return 130

@@ -301,3 +301,40 @@ def test_the_heap_is_trimmed_once_queries_stop_not_while_they_run(monkeypatch: p
     finally:
         ctx.shutdown_executors()
     assert calls == [0, 0]  # never while a read was in flight
+
+
+_MMAP_PROBE = """
+import ctypes, sys
+from ctxos.daemon import malloc_tune
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Mallinfo2
+libc.malloc.restype = ctypes.c_void_p
+if sys.argv[1] == "tuned":
+    assert malloc_tune.configure_heap()
+libc.free(ctypes.c_void_p(libc.malloc(8 << 20)))  # an 8 MiB block, mapped and freed: glibc's own rule raises its threshold
+before = libc.mallinfo2().hblks
+block = libc.malloc(600 << 10)  # 600 KiB: its own mapping only while the threshold stays at 128 KiB
+print(libc.mallinfo2().hblks - before)
+libc.free(ctypes.c_void_p(block))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_the_daemons_heap_keeps_large_blocks_in_their_own_mappings() -> None:
+    """Issue 16: after a large block is freed, later large temporaries still get their own mapping.
+
+    Real glibc in fresh processes (the setting is process-wide): without ``configure_heap``
+    a 600 KiB block comes from the heap once an 8 MiB one was freed, with it from a mapping
+    that ``free`` returns at once.
+    """
+    run = [sys.executable, "-c", _MMAP_PROBE]
+    env = {**os.environ, "CTXOS_MALLOC_TUNING": "1"}
+    plain = subprocess.run([*run, "plain"], capture_output=True, text=True, env=env, timeout=60)
+    tuned = subprocess.run([*run, "tuned"], capture_output=True, text=True, env=env, timeout=60)
+    assert plain.returncode == 0 and tuned.returncode == 0, plain.stderr + tuned.stderr
+    assert (plain.stdout.strip(), tuned.stdout.strip()) == ("0", "1")
