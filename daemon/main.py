@@ -217,7 +217,7 @@ async def load_workspace(
             stop.set()
         return
     finally:
-        stop_early_builders()  # before ready: no job may be using the forkserver yet
+        stop_early_builders()  # on a thread of its own: the daemon does not wait for the builders to exit
         malloc_tune.trim()
     _freeze_loaded_heap()
     ctx.load_summary = _summary_dict(summary)

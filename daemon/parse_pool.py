@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -95,25 +96,36 @@ def start_builders_early(root: Path) -> bool:
     return True
 
 
-def stop_early_builders() -> None:
-    """Stop the forkserver ``start_builders_early`` started (after the load, before anything else uses it).
+def stop_early_builders() -> threading.Thread | None:
+    """Stop the forkserver ``start_builders_early`` started, on a thread of its own (returned; None: nothing to stop).
 
     Left running it would hold the daemon's and the builders' modules beside
     the daemon all day; a later rebuild or job starts a plain one on demand
-    (the default preload is restored). Waits for the cold build's builders to
-    exit (they hold the server's liveness pipe): milliseconds, they are idle.
+    (the default preload is restored here, at once). Stopping waits for the
+    cold build's builders to exit (they hold the server's liveness pipe): up
+    to ~0.1-0.3 s on a loaded machine, so the daemon does not wait for it to
+    be ready. A process started meanwhile (a job after ready) either waits on
+    multiprocessing's forkserver lock and gets a fresh server, or is forked by
+    this one, which then lives until that process exits: both are sound.
     """
     global _started_early
     if not _started_early:
-        return
+        return None
     _started_early = False
     forkserver.set_forkserver_preload(["__main__"])
     stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython's; no public way
-    if callable(stop):
+    if not callable(stop):
+        return None
+
+    def run() -> None:
         try:
             stop()
         except OSError as exc:
             log.debug("stopping the forkserver: %s", exc)
+
+    thread = threading.Thread(target=run, name="ctxos-forkserver-stop", daemon=True)
+    thread.start()
+    return thread
 
 
 def process_context() -> ForkServerContext | SpawnContext:

@@ -199,8 +199,12 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
         assert "note-03999" in {
             s["id"] for s in daemon.call("get_context", query="w3999", budget_tokens=8000)["selected"]
         }
-        # The forkserver the daemon's first line started for this build is gone once it is ready.
-        assert not [pid for pid in _children(daemon.pid) if "multiprocessing.forkserver" in _cmdline(pid)]
+        # The forkserver the daemon's first line started for this build is stopped once it is ready.
+        daemon.wait_for(
+            lambda: not [pid for pid in _children(daemon.pid) if "multiprocessing.forkserver" in _cmdline(pid)],
+            30,
+            message="the build's forkserver to stop",
+        )
     finally:
         daemon.stop()
 
@@ -240,7 +244,9 @@ def test_builders_start_early_only_without_an_index(make_workspace) -> None:
         server = forkserver._forkserver._forkserver_pid
         assert server is not None and Path(f"/proc/{server}").exists()
     finally:
-        stop_early_builders()
+        stopping = stop_early_builders()
+    assert stopping is not None
+    stopping.join(30)
     assert forkserver._forkserver._forkserver_pid is None and not Path(f"/proc/{server}").exists()
     engine = Engine(root)
     engine.load()
