@@ -48,7 +48,7 @@ from .analysis import ANALYZER, analyze, index_tokens
 from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
-from .segment_postings import SortedPostings, counted_text_field, write_postings
+from .segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,8 @@ def write_segment(folder: Path, memories: Sequence[Memory]) -> StagedSegment | N
     writer = SegmentWriter(ix, limitmb=128, codec=codec)
     pool = writer.pool = SortedPostings()  # a plain list, sorted and written by segment_postings
     counted_text_field(writer.schema["text"])  # the text arrives analysed (index_tokens): counted in one pass
+    for name in ("path", "id", "type"):
+        whole_value_field(writer.schema[name])  # one term each, without Whoosh's token chain
     indexed: dict[str, tuple[str, str]] = {}
     try:
         for memory in memories:

@@ -26,11 +26,12 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Protocol
 
+from whoosh.analysis import IDTokenizer
 from whoosh.codec.whoosh3 import WHOOSH3_HEADER_MAGIC, W3TermInfo
 from whoosh.compat import dumps
 from whoosh.fields import Schema
 from whoosh.filedb.filetables import _lengths as _LENGTHS
-from whoosh.formats import Frequency
+from whoosh.formats import Existence, Frequency
 from whoosh.system import pack_int, pack_long, pack_uint, pack_ushort
 from whoosh.util.numeric import length_to_byte
 
@@ -84,6 +85,26 @@ def counted_text_field(field: object) -> None:
 
     def index(value: list[str], **_kwargs: object) -> list[tuple[bytes, int, float, bytes]]:
         return [(word.encode("utf-8"), freq, float(freq), pack_uint(freq)) for word, freq in Counter(value).items()]
+
+    field.index = index  # type: ignore[attr-defined]
+
+
+def whole_value_field(field: object) -> None:
+    """Make an ``ID`` field (the staging writer's own) index its value as one term without Whoosh's token chain.
+
+    ``IDTokenizer`` yields the whole value as one token and ``Existence``
+    keeps it once with the field boost as weight and no value bytes: the
+    same row, built directly (three such fields a document). Other analyzers,
+    formats or boosts keep Whoosh's own path.
+    """
+    fmt = getattr(field, "format", None)
+    if type(fmt) is not Existence or getattr(fmt, "field_boost", None) != 1.0:
+        return
+    if type(getattr(field, "analyzer", None)) is not IDTokenizer:
+        return
+
+    def index(value: str, **_kwargs: object) -> list[tuple[bytes, int, float, bytes]]:
+        return [(value.encode("utf-8"), 1, 1.0, b"")]
 
     field.index = index  # type: ignore[attr-defined]
 

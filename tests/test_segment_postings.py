@@ -15,7 +15,7 @@ from ctxos.services import index as index_module
 from ctxos.services.config import load_config
 from ctxos.services.engine import Engine
 from ctxos.services.model import Memory
-from ctxos.services.segment_postings import SortedPostings, counted_text_field, write_postings
+from ctxos.services.segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
 from ctxos.services.workspace import iter_memory_paths, load_memories
 from daemon_helpers import memory_text
 from whoosh.codec import default_codec
@@ -53,6 +53,8 @@ def _segment(folder: Path, memories: list[Memory], codec: W3Codec, fast: bool) -
     if fast:
         pool = writer.pool = SortedPostings()
         counted_text_field(writer.schema["text"])
+        for name in ("path", "id", "type"):
+            whole_value_field(writer.schema[name])
     for memory in memories:
         fields = index_module._document(memory)
         writer.add_document(**{**fields, "text": index_module.index_tokens(fields["text"])})
