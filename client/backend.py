@@ -171,6 +171,9 @@ def builder_map(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
     if len(chunks) < 3 or (os.cpu_count() or 1) < 2 or context is None:
         yield from map(fn, chunks)
         return
+    # The forkserver imports this command and the builders' code and model once
+    # (services/builder_preload.py); both builders fork from it ready.
+    context.set_forkserver_preload(["__main__", "ctxos.services.builder_preload"])
     with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
         yield from pool.map(fn, chunks)
 
