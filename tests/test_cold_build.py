@@ -185,11 +185,13 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
             if status["state"] == "indexing":
                 found = daemon.call("get_context", query="w3", budget_tokens=8000)
                 partial = (status, found, daemon.status())
+                builders_server = [p for p in _children(daemon.pid) if "ctxos.services.builder_preload" in _cmdline(p)]
                 break
             assert status["state"] == "loading", status
             time.sleep(0.01)
         assert partial is not None, "never saw the daemon answering mid-build"
         status, found, after = partial
+        assert builders_server  # started by the daemon's first line, preloading the builders
         assert re.fullmatch(r"indexing [\d,]+ of 4,000", status["indexing"]["text"])
         assert status["indexing"]["partial"] is True and status["indexing"]["job"] == "cold build"
         assert "note-00003" in {s["id"] for s in found["selected"]}  # the first chunk holds it
@@ -199,9 +201,10 @@ def test_daemon_answers_while_a_cold_build_continues(make_workspace) -> None:
         assert "note-03999" in {
             s["id"] for s in daemon.call("get_context", query="w3999", budget_tokens=8000)["selected"]
         }
-        # The forkserver the daemon's first line started for this build is stopped once it is ready.
+        # The forkserver the daemon's first line started for this build (the one preloading the builders;
+        # a job after ready may start a plain one) is stopped once the daemon is ready.
         daemon.wait_for(
-            lambda: not [pid for pid in _children(daemon.pid) if "multiprocessing.forkserver" in _cmdline(pid)],
+            lambda: not [pid for pid in _children(daemon.pid) if "ctxos.services.builder_preload" in _cmdline(pid)],
             30,
             message="the build's forkserver to stop",
         )
