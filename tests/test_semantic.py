@@ -257,7 +257,7 @@ def test_a_repeated_query_is_neither_classified_nor_embedded_again(tmp_path):
     assert [classifier.classify(q) for q in queries] == first and model.texts == len(queries)
     for i in range(MEMO_SIZE + 1):  # bounded: a full memo starts again
         classifier.classify(f"query number {i}")
-    assert len(classifier._memo) <= MEMO_SIZE
+    assert classifier._remembered.cache_info().currsize <= MEMO_SIZE
 
     scorer = EmbeddingScorer(VectorIndex(model, None))
     model.texts = 0
@@ -267,4 +267,4 @@ def test_a_repeated_query_is_neither_classified_nor_embedded_again(tmp_path):
     assert all(scorer.query_vector(q) is v for q, v in zip(queries, vectors)) and model.texts == 0
     for i in range(QUERY_MEMO + 1):
         scorer.query_vector(f"query number {i}")
-    assert len(scorer._vectors) <= QUERY_MEMO
+    assert scorer._embedded.cache_info().currsize <= QUERY_MEMO

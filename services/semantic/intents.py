@@ -11,6 +11,8 @@ measured on the classifier's own examples.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .models import SemanticModel
@@ -85,7 +87,7 @@ class PrototypeClassifier:
 
     def __init__(self, model: SemanticModel, prototypes: dict[str, tuple[str, ...]] | None = None) -> None:
         self.model = model
-        self._memo: dict[str, tuple[str, float, str] | None] = {}
+        self._remembered = lru_cache(maxsize=MEMO_SIZE)(self._classify)  # per classifier: one model's answers
         table = prototypes or PROTOTYPES
         self.labels: list[str] = []
         self.examples: list[str] = []
@@ -117,14 +119,7 @@ class PrototypeClassifier:
         A pure function of the query for this classifier (its model and examples are
         fixed): an agent asking the same thing again skips the query's embedding.
         """
-        memo = self._memo
-        if query in memo:
-            return memo[query]
-        found = self._classify(query)
-        if len(memo) >= MEMO_SIZE:
-            memo = self._memo = {}  # replaced, never cleared in place: other threads keep the dict they read
-        memo[query] = found
-        return found
+        return self._remembered(query)
 
     def _classify(self, query: str) -> tuple[str, float, str] | None:
         scores = self.scores(query)

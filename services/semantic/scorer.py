@@ -16,6 +16,7 @@ dev (docs/engine.md#tuning).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class EmbeddingScorer:
         self.embed_share = embed_share
         self.keywords = KeywordOverlapScorer()
         self.name = vectors.name
-        self._vectors: dict[str, np.ndarray] = {}
+        self._embedded = lru_cache(maxsize=QUERY_MEMO)(vectors.embed_query)
 
     def query_vector(self, text: str) -> np.ndarray:
         """The query's embedding, remembered for the last ``QUERY_MEMO`` texts (1 KB each at 256 dimensions).
@@ -50,14 +51,7 @@ class EmbeddingScorer:
         thing again (several clients interleave) skips the embedding. Read-only:
         callers never change the array.
         """
-        memo = self._vectors
-        vector = memo.get(text)
-        if vector is None:
-            vector = self.vectors.embed_query(text)
-            if len(memo) >= QUERY_MEMO:
-                memo = self._vectors = {}  # replaced, never cleared in place (queries run on several threads)
-            memo[text] = vector
-        return vector
+        return self._embedded(text)
 
     def similarities(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
         """Rescaled cosine per candidate (0..1)."""
