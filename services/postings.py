@@ -481,14 +481,15 @@ class Generation:
         known = self._docnum_of
         if path in known:
             return known[path]
-        found = None
-        for seg, reader in zip(self.segments, self._readers(searcher)):
-            for local in self.cache.docs(seg.segid, reader).docnums(path):
-                if self._alive(seg, local):
-                    found = seg.offset + local
-                    break
-            if found is not None:
-                break
+        found = next(
+            (
+                seg.offset + local
+                for seg, reader in zip(self.segments, self._readers(searcher))
+                for local in self.cache.docs(seg.segid, reader).docnums(path)
+                if self._alive(seg, local)
+            ),
+            None,
+        )
         if len(known) < DOCNUM_CACHE_MAX:
             known[path] = found
         return found
