@@ -94,6 +94,21 @@ def run_in_child(stop: StopFlag, what: str, fn: Callable[..., R], *args: Any) ->
     return found
 
 
+def in_child_unless_small(stop: StopFlag, what: str, small: bool, fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` here when ``small`` (a process start would cost more), else in a child process.
+
+    A child that cannot start or dies means running it here after all (slower for the
+    other threads, but the job is done); ``Cancelled`` and ``fn``'s own error propagate.
+    """
+    if small:
+        return fn(*args)
+    try:
+        return run_in_child(stop, what, fn, *args)
+    except ChildFailed as exc:
+        log.warning("%s process failed (%s); running it in the daemon", what, exc)
+        return fn(*args)
+
+
 class IsolatedDetector:
     """A ``communities.Detector`` that runs graphs above ``IN_PROCESS_MAX_NODES`` in a child process.
 
@@ -108,16 +123,16 @@ class IsolatedDetector:
     def __call__(
         self, nodes: list[str], edges: list[tuple[str, str, float]], seed: int, resolution: float
     ) -> Partition:
-        if len(nodes) < IN_PROCESS_MAX_NODES:
-            return detect_communities(nodes, edges, seed=seed, resolution=resolution)
-        try:
-            found: Partition = run_in_child(
-                self.stop, "community detection", detect_communities, nodes, edges, seed, resolution
-            )
-        except ChildFailed as exc:
-            log.warning("community detection process failed (%s); running it in the daemon", exc)
-            return detect_communities(nodes, edges, seed=seed, resolution=resolution)
-        return found
+        return in_child_unless_small(
+            self.stop,
+            "community detection",
+            len(nodes) < IN_PROCESS_MAX_NODES,
+            detect_communities,
+            nodes,
+            edges,
+            seed,
+            resolution,
+        )
 
 
 class IsolatedNamer:
@@ -131,10 +146,6 @@ class IsolatedNamer:
         self.in_process_max = in_process_max
 
     def __call__(self, rows: list[NamingRow], communities: dict[str, int], rank: dict[str, float]) -> bytes:
-        if len(rows) < self.in_process_max:
-            return named_bytes(rows, communities, rank)
-        try:
-            return run_in_child(self.stop, "community naming", named_bytes, rows, communities, rank)
-        except ChildFailed as exc:
-            log.warning("community naming process failed (%s); naming here", exc)
-            return named_bytes(rows, communities, rank)
+        return in_child_unless_small(
+            self.stop, "community naming", len(rows) < self.in_process_max, named_bytes, rows, communities, rank
+        )
