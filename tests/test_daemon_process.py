@@ -411,10 +411,14 @@ def test_save_memory_over_the_socket_does_not_loop(workspace, daemon_factory) ->
     saved = daemon.call("save_memory", type="decision", content="We keep memories as markdown.", l0="Markdown memories")
     assert saved["created"] is True and saved["version"] == 1
     assert "markdown-memories" in daemon.context_ids("markdown memories")
+    # The save's own file events come back to the watcher as a no-op batch (the checksum is
+    # unchanged). On a loaded machine that echo can arrive after the first settled check, so
+    # the test allows one late batch that updated nothing; a loop would keep applying.
     before = daemon.wait_settled()["watcher"]
-    time.sleep(0.5)
+    time.sleep(1.0)
     after = daemon.wait_settled()["watcher"]
-    assert after["batches"] == before["batches"] and after["updated"] == before["updated"]
+    assert after["updated"] == before["updated"], after["recent_batches"]
+    assert after["batches"] - before["batches"] <= 1, after["recent_batches"]
     updated = daemon.call(
         "save_memory",
         type="decision",
