@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import write_files
 from ctxos.services.engine import Engine
-from ctxos.services.semantic import ModelError, WordLlamaModel, load_model
+from ctxos.services.semantic import ModelError, WordLlamaModel, load_model, quantized
 from ctxos.services.semantic.vectors import CACHE_FOLDER
 from ctxos.services.workspace import state_dir
 
@@ -207,7 +207,8 @@ def test_similarity_is_the_cosine_around_the_rows_mean_and_follows_changes(make_
     vectors = engine.vectors
 
     def expected(query):
-        matrix, ids, _ = vectors._state
+        codes, scale, ids, _ = vectors._state
+        matrix = quantized.rows_of(codes, scale)
         live = {mid: matrix[row] for row, mid in enumerate(ids) if mid is not None}
         mean = np.mean(list(live.values()), axis=0)
         q = query - mean

@@ -16,8 +16,9 @@ written atomically after a load, then every 200 changed rows or 5 minutes
 and when the engine closes; a damaged or mismatching cache is ignored and
 rebuilt.
 
-In memory: a float32 matrix (float16 matrix-vector products are ~10x
-slower in numpy), one row per memory id.
+In memory: one row per memory id as int16 codes with a float32 scale per row
+(``quantized``: half the bytes of a float32 matrix, a product as fast; float16
+products are ~10x slower in numpy).
 
 Similarity is the cosine *around the workspace's mean embedding*
 (``_Centre``): mean-pooled static embeddings share a large common
@@ -30,7 +31,8 @@ the dot product with it are recomputed by the writer after each change
 (O(rows x dim), ~2 ms at 10,000), so a query still costs one
 matrix-vector product and the matrix is not copied. Updates write rows in place or
 swap in a grown matrix, so a query running beside one writer reads either
-the old or the new state of a row, never a torn index.
+the old or the new state of the index (a row being rewritten in place may
+be read half-written, as a float row could be: it is that memory's change).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import numpy as np
 from ..atomic import atomic_write_bytes
 from ..model import Memory
 from ..stop_flag import Check, never
+from . import quantized
 from .models import SemanticModel
 
 log = logging.getLogger(__name__)
@@ -66,13 +69,6 @@ def embed_text(memory: Memory) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Row-wise dot products without BLAS: OpenBLAS spreads a matrix-vector product over threads,
-    which on a busy 2-core machine took 22 ms p50 at 10,000 x 256 instead of 0.3 ms (measured)."""
-    dots: np.ndarray = np.einsum("ij,j->i", matrix, vector)  # numpy types einsum's result as Any
-    return dots
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
@@ -86,13 +82,13 @@ class _Centre:
     ``|m - mu|`` are kept per row.
     """
 
-    def __init__(self, matrix: np.ndarray, ids: Sequence[str | None]) -> None:
+    def __init__(self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None]) -> None:
         self.free = np.fromiter((mid is None for mid in ids), dtype=bool, count=len(ids))  # zero rows
         live = len(ids) - int(self.free.sum())
-        self.mean = (matrix.sum(axis=0) / max(1, live)).astype(np.float32)  # free rows are zeros
+        self.mean = (quantized.column_sums(codes, scale) / max(1, live)).astype(np.float32)  # free rows are zeros
         self.mean_sq = float(self.mean @ self.mean)
-        self.row_dot = _dot(matrix, self.mean)
-        squared = np.einsum("ij,ij->i", matrix, matrix) - 2.0 * self.row_dot + self.mean_sq
+        self.row_dot = quantized.dot(codes, scale, self.mean)
+        squared = quantized.squared_norms(codes, scale) - 2.0 * self.row_dot + self.mean_sq
         self.row_norm = np.sqrt(np.maximum(squared, 1e-12)).astype(np.float32)
 
     def cosines(self, dots: np.ndarray, rows: np.ndarray | slice, query: np.ndarray) -> np.ndarray:
@@ -110,9 +106,9 @@ class VectorIndex:
         self.model = model
         self.check = check  # the engine's stop flag: embedding 100,000 memories stops at a shutdown
         self.folder = Path(state_dir) / CACHE_FOLDER if state_dir is not None else None
-        # (matrix, ids, row_of): swapped as one tuple so readers never see a torn state
-        self._state: tuple[np.ndarray, list[str | None], dict[str, int]] = (
-            np.zeros((0, model.dim), dtype=np.float32),
+        # (codes, scales, ids, row_of): swapped as one tuple so readers never see a torn state
+        self._state: tuple[np.ndarray, np.ndarray, list[str | None], dict[str, int]] = (
+            *quantized.empty(0, model.dim),
             [],
             {},
         )
@@ -122,14 +118,14 @@ class VectorIndex:
         self._dirty = 0  # rows changed since the cache file was written
         self._saved_at = time.monotonic()
         self.cache_problem: str | None = None
-        self._centre = _Centre(self._state[0], [])
+        self._centre = _Centre(self._state[0], self._state[1], [])
 
     @property
     def name(self) -> str:
         return self.model.name
 
     def __len__(self) -> int:
-        return len(self._state[2])
+        return len(self._state[3])
 
     # --- disk cache ---------------------------------------------------------------
     def _paths(self) -> tuple[Path, Path] | None:
@@ -166,12 +162,12 @@ class VectorIndex:
         self._saved_at = time.monotonic()
         if paths is None:
             return
-        matrix, ids, row_of = self._state
+        codes, scale, ids, row_of = self._state
         live = [(mid, row) for mid, row in row_of.items() if mid in self._checksum]
         rows = np.empty((len(live), self.model.dim), dtype=np.float16)
         for start in range(0, len(live), 2048):  # converted in slices: no float32 copy of all rows
-            part = live[start : start + 2048]
-            rows[start : start + len(part)] = matrix[[r for _, r in part]]
+            part = [r for _, r in live[start : start + 2048]]
+            rows[start : start + len(part)] = quantized.rows_of(codes[part], scale[part])
         buffer = io.BytesIO()
         np.save(buffer, rows, allow_pickle=False)
         meta = {
@@ -196,14 +192,14 @@ class VectorIndex:
         with ``save=False``: a cold build syncs after every chunk).
         """
         memories = list(memories)
-        cached = self._read_cache() if not self._state[2] else {}
+        cached = self._read_cache() if not self._state[3] else {}
         fresh: set[str] = set()
         if computed:
             fresh = computed.keys() - cached.keys()
             cached = {**cached, **computed}
             self._dirty += len(fresh)  # not on disk yet: the save after this sync writes them
         keep = {m.id for m in memories}
-        gone = [mid for mid in self._state[2] if mid not in keep]
+        gone = [mid for mid in self._state[3] if mid not in keep]
         embedded = self._apply(memories, gone, cached, save=save)
         self.embedded += sum(1 for m in memories if m.checksum in fresh)  # computed for this load, elsewhere
         return embedded
@@ -232,7 +228,7 @@ class VectorIndex:
     def _apply(
         self, memories: Sequence[Memory], removed: Iterable[str], cached: dict[str, np.ndarray], save: bool
     ) -> int:
-        matrix, ids, row_of = self._state
+        codes, scale, ids, row_of = self._state
         ids = list(ids)
         row_of = dict(row_of)
         freed: list[int] = []
@@ -251,11 +247,12 @@ class VectorIndex:
         if new_rows > len(free):
             grow = new_rows - len(free)
             capacity = max(len(ids) + grow, int(len(ids) * 1.25) + 16)
-            bigger = np.zeros((capacity, self.model.dim), dtype=np.float32)
-            bigger[: len(ids)] = matrix[: len(ids)]
+            bigger, bigger_scale = quantized.empty(capacity, self.model.dim)
+            bigger[: len(ids)] = codes[: len(ids)]
+            bigger_scale[: len(ids)] = scale[: len(ids)]
             free = list(range(capacity - 1, len(ids) - 1, -1)) + free
             ids.extend([None] * (capacity - len(ids)))
-            matrix = bigger
+            codes, scale = bigger, bigger_scale
         rows: list[int] = []
         missing: list[int] = []
         checksums: list[tuple[str, str]] = []  # recorded once the rows are in (a stopped run leaves none)
@@ -277,19 +274,22 @@ class VectorIndex:
             checksums.append((memory.id, memory.checksum))
         # Cached rows copied in slices (a warm start: every row; one assignment per row was ~1 s at 100,000)
         for start in range(0, len(hit_rows), CACHE_COPY_SLICE):
-            matrix[hit_rows[start : start + CACHE_COPY_SLICE]] = np.stack(hits[start : start + CACHE_COPY_SLICE])
+            part = hit_rows[start : start + CACHE_COPY_SLICE]
+            quantized.put(codes, scale, part, np.stack(hits[start : start + CACHE_COPY_SLICE]))
         # written straight into the matrix, one batch at a time (no full-size temporary)
         for start in range(0, len(missing), EMBED_BATCH):
             self.check()
             chunk = missing[start : start + EMBED_BATCH]
-            matrix[[rows[i] for i in chunk]] = self.model.embed([embed_text(todo[i]) for i in chunk])
+            batch = self.model.embed([embed_text(todo[i]) for i in chunk])
+            quantized.put(codes, scale, [rows[i] for i in chunk], batch)
         self._checksum.update(checksums)
         self.embedded += len(missing)
         for row in freed:
             if ids[row] is None:
-                matrix[row] = 0.0
-        self._state = (matrix, ids, row_of)
-        self._centre = _Centre(matrix, ids)
+                codes[row] = 0
+                scale[row] = 0.0
+        self._state = (codes, scale, ids, row_of)
+        self._centre = _Centre(codes, scale, ids)
         if save and (missing or freed or self._dirty or self._cache_has_extras(cached, todo, missing)):
             self.save()  # a warm start whose rows all came from the cache does not rewrite it
         return len(missing)
@@ -310,33 +310,33 @@ class VectorIndex:
 
     def similarities(self, query: np.ndarray, ids: Iterable[str]) -> dict[str, float]:
         """Centred cosine (module doc) of each known id's row with ``query`` (unknown ids are left out)."""
-        matrix, row_ids, row_of = self._state
-        centre = self._centre_for(matrix, row_ids)
+        codes, scale, row_ids, row_of = self._state
+        centre = self._centre_for(codes, scale, row_ids)
         pairs = [(mid, row_of[mid]) for mid in ids if mid in row_of]
         if not pairs:
             return {}
         rows = np.fromiter((r for _, r in pairs), dtype=np.int64, count=len(pairs))
-        values = centre.cosines(_dot(matrix[rows], query), rows, query)
+        values = centre.cosines(quantized.dot(codes[rows], scale[rows], query), rows, query)
         return {mid: float(v) for (mid, _), v in zip(pairs, values.tolist())}
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The ``k`` memories whose rows are most similar to ``query``, best first."""
-        matrix, ids, row_of = self._state
+        codes, scale, ids, row_of = self._state
         if k <= 0 or not row_of or not np.any(query):
             return []
-        centre = self._centre_for(matrix, ids)
-        scores = centre.cosines(_dot(matrix, query), slice(None), query)
+        centre = self._centre_for(codes, scale, ids)
+        scores = centre.cosines(quantized.dot(codes, scale, query), slice(None), query)
         scores[centre.free[: len(scores)]] = -np.inf
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
 
-    def _centre_for(self, matrix: np.ndarray, ids: Sequence[str | None]) -> _Centre:
-        """The centre of ``matrix`` (a reader that caught a grown matrix before its centre computes its own)."""
+    def _centre_for(self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None]) -> _Centre:
+        """The centre of the rows (a reader that caught a grown matrix before its centre computes its own)."""
         centre = self._centre
-        return centre if len(centre.row_norm) == len(matrix) else _Centre(matrix, ids)
+        return centre if len(centre.row_norm) == len(codes) else _Centre(codes, scale, ids)
 
     def memory_bytes(self) -> int:
-        """Bytes held by the matrix (the model is counted separately)."""
-        return int(self._state[0].nbytes)
+        """Bytes held by the rows' codes and scales (the model is counted separately)."""
+        return int(self._state[0].nbytes + self._state[1].nbytes)
