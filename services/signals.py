@@ -173,7 +173,7 @@ class KeywordOverlapScorer:
                 value = COVERAGE_SHARE * coverage + (1 - COVERAGE_SHARE) * phrase
             else:
                 value = coverage
-            out[cand.memory.id] = cand.keyword = max(0.0, min(1.0, value))
+            out[cand.memory.id] = cand.keyword = clamp01(value)
         return out
 
 
@@ -201,21 +201,56 @@ def build_query_terms(
 
 def recency_signal(memory: Memory, now: datetime, half_lives: Mapping[str, float]) -> float:
     """Exponential decay by age with the type's half-life (future dates count as new)."""
-    when = memory.modified
-    if when is None:
-        when = datetime.fromtimestamp(memory.mtime, tz=UTC).replace(tzinfo=None) if memory.mtime else None
-    if when is None:
-        return 0.0
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
-    age_days = max(0.0, (now - when).total_seconds() / 86400.0)
-    try:
-        half_life = float(half_lives.get(memory.type, DEFAULT_HALF_LIFE_DAYS))
-    except (TypeError, ValueError):
-        half_life = DEFAULT_HALF_LIFE_DAYS
-    if half_life <= 0:
-        return 0.0
-    return math.pow(0.5, age_days / half_life)
+    return Recency(now, half_lives)(memory)
+
+
+class Recency:
+    """``recency_signal`` for many memories at one ``now``: each type's half-life is read once.
+
+    Per candidate this was a function call, a ``float`` of the config value and a
+    ``try`` (~150 candidates a query); the arithmetic is the same, so the value is
+    the same float.
+    """
+
+    __slots__ = ("now", "half_lives", "_half_life")
+
+    def __init__(self, now: datetime, half_lives: Mapping[str, float]) -> None:
+        self.now = now
+        self.half_lives = half_lives
+        self._half_life: dict[str, float] = {}
+
+    def half_life(self, kind: str) -> float:
+        found = self._half_life.get(kind)
+        if found is None:
+            try:
+                found = float(self.half_lives.get(kind, DEFAULT_HALF_LIFE_DAYS))
+            except (TypeError, ValueError):
+                found = DEFAULT_HALF_LIFE_DAYS
+            self._half_life[kind] = found
+        return found
+
+    def __call__(self, memory: Memory) -> float:
+        when = memory.modified
+        if when is None:
+            when = datetime.fromtimestamp(memory.mtime, tz=UTC).replace(tzinfo=None) if memory.mtime else None
+            if when is None:
+                return 0.0
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        age_days = (self.now - when).total_seconds() / 86400.0
+        if not age_days > 0.0:  # max(0.0, age): 0.0 unless strictly positive
+            age_days = 0.0
+        half_life = self.half_life(memory.type)
+        if half_life <= 0:
+            return 0.0
+        return math.pow(0.5, age_days / half_life)
+
+
+def clamp01(value: float) -> float:
+    """``max(0.0, min(1.0, value))`` without two builtin calls: the same comparisons, so the same result
+    (nan gives 1.0, -0.0 gives 0.0, as the builtins do); called per candidate per signal."""
+    value = value if value < 1.0 else 1.0
+    return value if value > 0.0 else 0.0
 
 
 def graph_signals(
@@ -349,6 +384,7 @@ def score_candidates(
     sem = semantic.score(terms, candidates).get
     graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds).get
     frequency_of = frequency.get
+    recency_of = dates.closeness if dates else Recency(now, half_lives)
     row = weight_row(weights)
     w_sem, w_bm25, w_graph, w_recency, w_importance, w_frequency = row
     for cand in candidates:
@@ -356,12 +392,17 @@ def score_candidates(
         mid = memory.id
         recency = cand.signals.get("recency")  # from the first pass: the same query, the same value
         if recency is None:
-            recency = dates.closeness(memory) if dates else recency_signal(memory, now, half_lives)
+            recency = recency_of(memory)
         semantic_value = sem(mid, 0.0)
         bm25 = cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0
         graph_value = graph(mid, 0.0)
-        importance = max(0.0, min(1.0, float(memory.importance)))
-        used = max(0.0, min(1.0, float(frequency_of(mid, 0.0))))
+        # clamp01 inlined (the same comparisons): this loop runs per candidate per pass
+        importance = float(memory.importance)
+        importance = importance if importance < 1.0 else 1.0
+        importance = importance if importance > 0.0 else 0.0
+        used = float(frequency_of(mid, 0.0))
+        used = used if used < 1.0 else 1.0
+        used = used if used > 0.0 else 0.0
         cand.signals = {
             "semantic": semantic_value,
             "bm25": bm25,

@@ -26,6 +26,7 @@ from .vectors import VectorIndex
 
 EMBED_SHARE = 0.6
 COSINE_FLOOR = 0.2
+NAN = float("nan")
 QUERY_MEMO = 64  # query embeddings remembered (``EmbeddingScorer.query_vector``)
 
 
@@ -54,34 +55,43 @@ class EmbeddingScorer:
         return self._embedded(text)
 
     def similarities(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
-        """Rescaled cosine per candidate (0..1)."""
+        """Rescaled cosine per candidate (0..1); candidates without a row are left out."""
+        rescaled = self._rescaled(terms, candidates)
+        return {c.memory.id: v for c, v in zip(candidates, rescaled) if c.raw_cosine == c.raw_cosine}
+
+    def _rescaled(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> list[float]:
+        """Rescaled cosine per candidate, in their order, 0.0 for one without a row (see module doc).
+
+        A list rather than dicts by id (candidates' ids are distinct: they come from one
+        dict): ``score`` runs twice a query over ~150 candidates.
+        """
         todo = [c for c in candidates if c.raw_cosine is None]  # the rest were computed in the first pass
         if todo:
             vector = self.query_vector(query_text(terms.expanded))
             found = self.vectors.similarities(vector, (c.memory.id for c in todo))
             for cand in todo:
                 cand.raw_cosine = found.get(cand.memory.id, float("nan"))  # nan: no row for it
-        raw = {
-            c.memory.id: c.raw_cosine for c in candidates if c.raw_cosine is not None and c.raw_cosine == c.raw_cosine
-        }
-        if not raw:
-            return {}
-        top = max(raw.values())
-        low = min(min(raw.values()), COSINE_FLOOR)
+        raw = [NAN if (v := c.raw_cosine) is None else v for c in candidates]  # never None here
+        known = [v for v in raw if v == v]
+        if not known:
+            return [0.0] * len(raw)
+        top = max(known)
+        low = min(min(known), COSINE_FLOOR)
         span = top - low
         if top <= 0 or span <= 1e-9:
-            return {mid: (1.0 if top > 0 else 0.0) for mid in raw}
-        return {mid: max(0.0, (value - low) / span) for mid, value in raw.items()}
+            same = 1.0 if top > 0 else 0.0
+            return [same if v == v else 0.0 for v in raw]
+        # value >= low, so never below 0: the conditional is ``max(0.0, x)``'s own comparison, and it
+        # also turns a missing row's nan into 0.0
+        return [x if (x := (v - low) / span) > 0.0 else 0.0 for v in raw]
 
     def score(self, terms: QueryTerms, candidates: Sequence[Candidate]) -> dict[str, float]:
-        words = self.keywords.score(terms, candidates)
-        sims = self.similarities(terms, candidates)
+        overlap = self.keywords.score(terms, candidates).get
         share = self.embed_share
         rest = 1.0 - share
-        similarity, overlap = sims.get, words.get
         out: dict[str, float] = {}
-        for cand in candidates:
+        for cand, cosine in zip(candidates, self._rescaled(terms, candidates)):
             mid = cand.memory.id
-            cosine = cand.cosine = similarity(mid, 0.0)
+            cand.cosine = cosine
             out[mid] = share * cosine + rest * overlap(mid, 0.0)
         return out
