@@ -36,8 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermsReader, _lenfield
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermInfo, W3TermsReader, _lenfield
 from whoosh.util.numeric import byte_to_length
+
+from .term_table import TermTable
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
 SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
@@ -147,15 +149,22 @@ def read_term(reader: Any, fieldname: str, text: str) -> SegmentTerm:
     except ValueError:
         return _ABSENT
     terms = reader._terms
-    try:
-        info = terms.term_info(fieldname, tbytes)
-    except Exception as exc:  # TermNotFound (a KeyError underneath in some readers)
-        if type(exc).__name__ in ("TermNotFound", "KeyError"):
+    table = TermTable.of(terms) if isinstance(terms, W3TermsReader) else None
+    if table is not None:  # the same lookup as Whoosh's, with fewer reads (services/term_table.py)
+        value = table.get(table.key(fieldname, tbytes))
+        if value is None:
             return _ABSENT
-        raise
+        info = W3TermInfo.from_bytes(value)
+    else:
+        try:
+            info = terms.term_info(fieldname, tbytes)
+        except Exception as exc:  # TermNotFound (a KeyError underneath in some readers)
+            if type(exc).__name__ in ("TermNotFound", "KeyError"):
+                return _ABSENT
+            raise
+        if not isinstance(terms, W3TermsReader):  # another codec
+            return _read_by_matcher(reader, fieldname, tbytes)
     df = int(info.doc_frequency())
-    if not isinstance(terms, W3TermsReader):  # another codec
-        return _read_by_matcher(reader, fieldname, tbytes)
     if info.is_inlined():
         ids_t, weights_t, _ = info.inlined_postings()
         return SegmentTerm(np.array(ids_t, dtype=np.int32), np.array(weights_t, dtype=np.float32), df)
