@@ -253,6 +253,19 @@ def clamp01(value: float) -> float:
     return value if value > 0.0 else 0.0
 
 
+def _graph_context(
+    neighbours: Callable[[str], set[str]], community_of: Mapping[str, int] | None, seeds: Sequence[str] | None
+) -> tuple[set[str], set[int]]:
+    """The memories one hop from ``seeds`` and the seeds' communities (both empty for the first pass)."""
+    near: set[str] = set()
+    seed_communities: set[int] = set()
+    for seed in seeds or ():
+        near |= neighbours(seed)
+    if community_of and seeds:
+        seed_communities = {community_of[s] for s in seeds if s in community_of}
+    return near, seed_communities
+
+
 def graph_signals(
     candidates: Sequence[Candidate],
     authority: Mapping[str, float],
@@ -264,30 +277,33 @@ def graph_signals(
     """Authority, proximity to ``seeds``, and the community bonus (see module doc).
 
     ``seeds`` are the best composite-scored candidates of the first pass;
-    ``None`` (the first pass itself) counts authority only.
+    ``None`` (the first pass itself) counts authority only. ``score_candidates``
+    computes the same value inside its loop (``_graph_value``'s steps).
     """
-    near: set[str] = set()
-    seed_communities: set[int] = set()
-    for seed in seeds or ():
-        near |= neighbours(seed)
-    if community_of and seeds:
-        seed_communities = {community_of[s] for s in seeds if s in community_of}
-    out: dict[str, float] = {}
+    near, seed_communities = _graph_context(neighbours, community_of, seeds)
+    bonus_of = community_of.get if seed_communities and community_of is not None else None
     authority_of = authority.get
-    if not near and not seed_communities:  # the first pass: authority alone
-        for cand in candidates:
-            mid = cand.memory.id
-            out[mid] = min(1.0, GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0)))
-        return out
-    for cand in candidates:
-        mid = cand.memory.id
-        value = GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0))
-        if mid in near:
-            value += GRAPH_PROXIMITY_SHARE
-        if seed_communities and community_of is not None and community_of.get(mid) in seed_communities:
-            value += community_bonus
-        out[mid] = min(1.0, value)
-    return out
+    return {
+        cand.memory.id: _graph_value(cand.memory.id, authority_of, near, bonus_of, seed_communities, community_bonus)
+        for cand in candidates
+    }
+
+
+def _graph_value(
+    mid: str,
+    authority_of: Callable[[str, float], float],
+    near: set[str],
+    bonus_of: Callable[[str], int | None] | None,
+    seed_communities: set[int],
+    community_bonus: float,
+) -> float:
+    """One memory's graph signal: min(1, 0.5 authority + 0.5 near a seed + the bonus in a seed's community)."""
+    value = GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0))
+    if mid in near:
+        value += GRAPH_PROXIMITY_SHARE
+    if bonus_of is not None and bonus_of(mid) in seed_communities:
+        value += community_bonus
+    return value if value < 1.0 else 1.0  # min(1.0, value): the builtin's own comparison
 
 
 def weight_row(weights: Mapping[str, float]) -> tuple[float, ...]:
@@ -382,7 +398,9 @@ def score_candidates(
     """
     best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
     sem = semantic.score(terms, candidates).get
-    graph = graph_signals(candidates, authority, neighbours, community_of, community_bonus, graph_seeds).get
+    near, seed_communities = _graph_context(neighbours, community_of, graph_seeds)
+    bonus_of = community_of.get if seed_communities and community_of is not None else None
+    authority_of = authority.get
     frequency_of = frequency.get
     recency_of = dates.closeness if dates else Recency(now, half_lives)
     row = weight_row(weights)
@@ -395,7 +413,14 @@ def score_candidates(
             recency = recency_of(memory)
         semantic_value = sem(mid, 0.0)
         bm25 = cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0
-        graph_value = graph(mid, 0.0)
+        # _graph_value inlined (graph_signals' value; a call and a dict per candidate saved)
+        graph_value = GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0))
+        if mid in near:
+            graph_value += GRAPH_PROXIMITY_SHARE
+        if bonus_of is not None and bonus_of(mid) in seed_communities:
+            graph_value += community_bonus
+        if not graph_value < 1.0:
+            graph_value = 1.0
         # clamp01 inlined (the same comparisons): this loop runs per candidate per pass
         importance = float(memory.importance)
         importance = importance if importance < 1.0 else 1.0
