@@ -183,25 +183,29 @@ class HeuristicCounter:
         pieces = _PIECE_RE.findall(text)
         last = pieces[-1] if pieces else ""
         # pieces skip what no alternative matches (a lone "_"): the run must end the text
-        return PieceCosts(tuple(_costs_of(pieces)), text.endswith(last) and _SYMBOL_RUN_RE.fullmatch(last) is not None)
+        return PieceCosts(_costs_of(pieces), text.endswith(last) and _SYMBOL_RUN_RE.fullmatch(last) is not None)
 
 
-def _costs_of(pieces: list[str]) -> list[float]:
-    """Each piece's cost, in order: the pieces the cache lacks are costed first, then one C-level ``map``.
+def _costs_of(pieces: list[str]) -> tuple[float, ...]:
+    """Each piece's cost, in order, by one C-level ``map`` over the cache.
 
     Most pieces repeat, and a per-piece Python loop with a lookup and a branch
-    was most of a count. The cache only ever grows (until full), so a piece
-    found or added here stays.
+    was most of a count. The common case, every piece known, is one pass with no
+    set built; a miss costs the pieces the cache lacks first, then maps again.
+    The cache only ever grows (until full), so a piece found or added here stays.
     """
     known = _PIECE_COSTS
+    try:
+        return tuple(map(known.__getitem__, pieces))
+    except KeyError:
+        pass
     missing = set(pieces).difference(known)
-    if missing:
-        if len(known) + len(missing) > _PIECE_COSTS_MAX:  # full: cost these pieces without keeping them
-            extra = {piece: _piece_cost(piece) for piece in missing}
-            return [extra[piece] if piece in extra else known[piece] for piece in pieces]
-        for piece in missing:
-            known[piece] = _piece_cost(piece)
-    return list(map(known.__getitem__, pieces))
+    if len(known) + len(missing) > _PIECE_COSTS_MAX:  # full: cost these pieces without keeping them
+        extra = {piece: _piece_cost(piece) for piece in missing}
+        return tuple(extra[piece] if piece in extra else known[piece] for piece in pieces)
+    for piece in missing:
+        known[piece] = _piece_cost(piece)
+    return tuple(map(known.__getitem__, pieces))
 
 
 class BpeCounter:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -97,3 +98,21 @@ def test_join_count_equals_counting_the_joined_text():
         assert join_count(chunks) == counter.count(joined), joined[:200]
     for edge in ("", " leading", "trailing\n"):
         assert counter.piece_costs(edge) is None  # such a text would merge with the newlines around it
+
+
+def test_piece_costs_are_the_same_whether_the_cost_cache_knows_the_pieces_or_is_full(monkeypatch):
+    """``_costs_of``: all pieces known (one map), some missing (costed, then kept) and a full cache (not kept)."""
+    from ctxos.services import tokens
+
+    text = "Deploy the zqxj-release (v12.3): run `make ship` --now, then check ürlaub.example"
+    pieces = tokens._PIECE_RE.findall(text)
+    expected = tuple(tokens._piece_cost(p) for p in pieces)
+    monkeypatch.setattr(tokens, "_PIECE_COSTS", {})
+    counter = HeuristicCounter()
+    assert counter.piece_costs(text).costs == expected  # every piece missing: costed and kept
+    assert set(tokens._PIECE_COSTS) == set(pieces)
+    assert counter.piece_costs(text).costs == expected  # every piece known
+    monkeypatch.setattr(tokens, "_PIECE_COSTS_MAX", len(tokens._PIECE_COSTS))
+    assert counter.piece_costs(text + " brandnewword").costs == (*expected, tokens._piece_cost(" brandnewword"))
+    assert " brandnewword" not in tokens._PIECE_COSTS  # full: costed without being kept
+    assert counter.count(text) == math.ceil(sum(expected))  # summed in text order, as before
