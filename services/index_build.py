@@ -5,7 +5,10 @@
 the files, writes their Whoosh segment in a staging folder
 (``index.write_segment``) and embeds them with the configured model, and
 returns memories whose text is already released (``Memory.release_text``),
-the staged segment and float16 embedding rows. The process that owns the
+the staged segment and float16 embedding rows. It also writes the memories'
+L1 blocks and catalog lines, with their piece costs, to a block-store file
+(``services/block_store.py``) when asked (``ChunkBuilder.blocks``), so queries
+read them back instead of re-reading and re-tokenizing the files. The process that owns the
 engine then only commits the segment, puts the memories in its store and
 copies the rows: it never analyses text nor runs the model over the corpus,
 so after a cold build its heap is what a warm start leaves (measured in
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .block_store import records_for, write_file
 from .config import Config
 from .index import StagedSegment, heading_tokens, write_segment
 from .model import InvalidFile, Memory
@@ -45,6 +49,7 @@ class BuiltChunk:
     model: str | None = None  # name of the model that computed ``rows`` (None: no rows)
     checksums: list[str] = field(default_factory=list)  # one per row
     rows: np.ndarray | None = None  # float16, as the embedding cache stores them
+    blocks_file: Path | None = None  # the chunk's block-store file (None: not asked for, or nothing to store)
 
     def embeddings(self) -> dict[str, np.ndarray]:
         """Checksum -> row (views into ``rows``)."""
@@ -61,6 +66,8 @@ class ChunkBuilder:
     config: Config
     staging: Path  # a new folder per chunk is made under it
     model_setting: str | None  # semantic.model; None: no embeddings here
+    blocks: Path | None = None  # the block-store folder (None: count the blocks without storing them)
+    fingerprint: str = ""  # parse_cache.fingerprint of ``config``, written in the block-store file
 
     def __call__(self, paths: list[str]) -> BuiltChunk:
         return build_chunk(self, paths)
@@ -74,10 +81,19 @@ def build_chunk(builder: ChunkBuilder, paths: list[str]) -> BuiltChunk:
     segment = write_segment(folder, memories)
     built = BuiltChunk(items, segment)
     _embed(builder.model_setting, memories, built)
+    records: list[tuple[int, bytes]] = []
     for memory in memories:
         heading_tokens(memory)  # sent back with the memory: no query analyses its heading again
-        keep_counts(memory)  # ... nor counts its L1 block or catalog line (nor reads its file to count it)
+        if builder.blocks is not None:  # ... nor counts its L1 block or catalog line, nor renders them
+            records += records_for(memory)
+        else:
+            keep_counts(memory)  # ... nor counts its L1 block or catalog line (nor reads its file to count it)
         memory.release_text(read_cold)
+    if builder.blocks is not None:
+        try:
+            built.blocks_file = write_file(builder.blocks, builder.fingerprint, records)
+        except OSError as exc:  # a cache: queries render these blocks from the files instead
+            log.warning("block store not written (%s)", exc)
     return built
 
 

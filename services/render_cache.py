@@ -7,6 +7,11 @@ latency"). This cache keeps, per (memory id, checksum, tier), the block's text
 and its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
 counts the whole answer without re-tokenizing it.
 
+On a miss, an L1 block or catalog line comes from the block store when the
+caller passes one (``services/block_store.py``: what the cold build's builders
+rendered, checked against the memory); otherwise, or when the store misses, it
+is rendered from the file as before.
+
 Bounded by an estimate of its bytes (``max_bytes``), least recently used out
 first. A memory whose file changes gets a new checksum, hence a new key; its
 old blocks age out. One lock: queries may run on several threads.
@@ -18,12 +23,14 @@ import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
+from .block_store import CATALOG_CODE, L1_CODE, BlockStore
 from .model import Memory
 from .render import catalog_line, memory_block
 from .tokens import PieceCosts, TokenCounter, is_joinable
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
+_STORE_CODES = {"L1": L1_CODE, CATALOG: CATALOG_CODE}  # the tiers the block store holds
 _ENTRY_OVERHEAD = 300  # key tuple, the entry tuple, the str and tuple headers, the dict slot (measured ~280)
 
 
@@ -45,8 +52,12 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
 
-    def block(self, memory: Memory, tier: str, counter: TokenCounter) -> RenderedBlock:
-        """``memory`` rendered at ``tier`` (``render.memory_block``; ``CATALOG``: its catalog line), cached."""
+    def block(self, memory: Memory, tier: str, counter: TokenCounter, store: BlockStore | None = None) -> RenderedBlock:
+        """``memory`` rendered at ``tier`` (``render.memory_block``; ``CATALOG``: its catalog line), cached.
+
+        ``store``: where a missed L1 block or catalog line is looked up first; pass it only
+        under the default counter (the costs it holds are that counter's).
+        """
         key = (memory.id, memory.checksum, tier)
         with self._lock:
             found = self._blocks.get(key)
@@ -55,9 +66,12 @@ class BlockCache:
                 self.hits += 1
                 return found
             self.misses += 1
-        text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
-        costs = counter.piece_costs(text) if is_joinable(counter) else None
-        block = RenderedBlock(text, costs)
+        stored = store.get(memory, _STORE_CODES[tier]) if store is not None and tier in _STORE_CODES else None
+        if stored is not None:
+            block = RenderedBlock(stored.text, stored.costs)
+        else:
+            text = catalog_line(memory) if tier == CATALOG else memory_block(memory, tier)
+            block = RenderedBlock(text, counter.piece_costs(text) if is_joinable(counter) else None)
         with self._lock:
             if key not in self._blocks:
                 self._blocks[key] = block

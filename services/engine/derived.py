@@ -227,6 +227,10 @@ class DerivedState(EngineState):
         """A memory's block at a tier (or ``render_cache.CATALOG``: its catalog line), text and piece costs.
 
         From a bounded LRU of recently rendered blocks, so a query reads back and
-        tokenizes only the texts it did not render lately.
+        tokenizes only the texts it did not render lately; under the default counter
+        a missed L1 block or catalog line comes from the block store the last build
+        wrote (services/block_store.py) when it holds this memory's.
         """
-        return self._block_cache.block(memory, tier, self.counter)
+        counter = self.counter
+        store = self._block_store if counter is default_counter() else None
+        return self._block_cache.block(memory, tier, counter, store)

@@ -15,11 +15,14 @@ import gc
 import logging
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 
 from .. import parse_cache, writes
 from ..access_log import AccessLog
+from ..block_store import FOLDER as BLOCKS_FOLDER
+from ..block_store import BlockStore, clear_folder
 from ..config import Config, load_config
 from ..index import MemoryIndex, StagedSegment
 from ..index_build import STAGING_FOLDER, ChunkBuilder
@@ -109,6 +112,7 @@ class Lifecycle(EngineState):
             else:
                 self.store = MemoryStore.from_items(self._scan_reusing_cache())
                 self._bump()
+                self._open_block_store()
                 summary = self._sync_index(summary)
                 self.index.share_strings(self.store.memories.values())  # one copy of each path, id, checksum
             summary.invalid = self.store.invalid_files()
@@ -208,9 +212,21 @@ class Lifecycle(EngineState):
         staging = self._require_state_dir() / STAGING_FOLDER
         shutil.rmtree(staging, ignore_errors=True)  # segments a killed build left behind
         setting = self.config.settings.semantic.model.strip() or WORDLLAMA
+        blocks = self._require_state_dir() / BLOCKS_FOLDER
+        clear_folder(blocks)  # the last build's blocks (a store open on them keeps reading its descriptors)
         # Only the packaged model is loaded in builders: a local fastembed / sentence-transformers
         # model would load once per builder (hundreds of MB each), so the engine embeds with it.
-        return ChunkBuilder(self.root, self.config, staging, setting if setting.lower() == WORDLLAMA else None)
+        model = setting if setting.lower() == WORDLLAMA else None
+        return ChunkBuilder(
+            self.root, self.config, staging, model, blocks=blocks, fingerprint=parse_cache.fingerprint(self.config.data)
+        )
+
+    def _open_block_store(self) -> None:
+        """A warm start: the blocks the last build stored, if built under this config (services/block_store.py)."""
+        old = self._block_store
+        folder = self._require_state_dir() / BLOCKS_FOLDER
+        self._block_store = BlockStore.open_folder(folder, parse_cache.fingerprint(self.config.data))
+        old.close()
 
     def _cold_build(self, summary: ChangeSummary) -> None:
         """No usable index: build it in chunks, one commit each (embeddings too).
@@ -242,6 +258,8 @@ class Lifecycle(EngineState):
                 if built.segment is not None:
                     index.add_segments([built.segment])
                     self._follow_store(built.segment.indexed, changed)
+                if built.blocks_file is not None:  # the old store's files: cleared by _builder, still open
+                    self._block_store = self._block_store.with_files([built.blocks_file], builder.fingerprint)
                 # The model is loaded once the builders run (not before they start), and each chunk's
                 # rows join at its commit: queries mid-build get the semantic signal, nothing is left
                 # for the end.
@@ -353,6 +371,7 @@ class Lifecycle(EngineState):
             self.history = None
         if self.index is not None:
             self.index.close()
+        self._block_store.close()
         if self.access_log is not None:
             self.access_log.close()
 
@@ -374,19 +393,25 @@ class Lifecycle(EngineState):
             items: list[Memory | InvalidFile] = []
             staged: list[StagedSegment] = []
             rows: dict[str, np.ndarray] = {}
+            block_files: list[Path] = []
             done = 0
             chunks = cold_chunks(paths)
             for chunk, built in zip(chunks, self.build_map(builder, chunks)):
                 items += built.items
                 if built.segment is not None:
                     staged.append(built.segment)
+                if built.blocks_file is not None:
+                    block_files.append(built.blocks_file)
                 if self.vectors is not None and built.model == self.vectors.model.name:
                     rows.update(built.embeddings())
                 done += len(chunk)
                 self._set_progress(Progress("reindex", INDEXING, done, total, started=started.started))
             self._set_progress(Progress("reindex", WRITING, total, total, started=started.started))
             store = MemoryStore.from_items([*items, *problems])
+            old_blocks = self._block_store
             self.store = store  # swapped whole: readers never see a half-filled store
+            self._block_store = BlockStore().with_files(block_files, builder.fingerprint)
+            old_blocks.close()  # a query still holding it misses and renders from the files
             self._bump()
             index = self._require_index()
             index.add_segments(staged, replace=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..access_log import AccessLog
+from ..block_store import BlockStore
 from ..config import Config
 from ..graph import LinkGraph
 from ..graph_update import GraphTracker
@@ -80,6 +81,7 @@ class EngineState:
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[tuple[str, str, str], int] = {}
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
+        self._block_store = BlockStore()  # blocks the last build's builders rendered (services/block_store.py)
         self._loaded = False
         # (id, version) -> checksum of every version this engine served (get_memory,
         # resources, context): expected_version alone then detects an unversioned edit.

@@ -1,0 +1,321 @@
+"""L1 blocks and catalog lines rendered by a cold build's builders, read back by offset (issue 16).
+
+A query at 10,000 memories shows ~110 L1 blocks and ~15 catalog lines. When
+the block cache (``services/render_cache.py``) misses, rendering one meant
+reading its file back (open, read, sha256, tier split) and tokenizing the block
+for its piece costs: ~60 misses a query for distinct queries, about two thirds
+of ``select_and_render``'s CPU (docs/engine.md, "Render path, session 9").
+The builders already hold every memory's text and tokenize its L1 block and
+catalog line to count them (``render.keep_counts``), so they write the block,
+the line and their piece costs here at no extra tokenizing, and a miss becomes
+two ``os.pread`` calls.
+
+One file per build chunk (``<folder>/<name>.blk``), written once by its
+builder and never changed: ``MAGIC`` and the parse fingerprint of the config
+it was built under (``parse_cache.fingerprint``: a file of another config is
+not opened), the records, then a table of
+(key hash, record offset) sorted by hash, and a trailer saying where the table
+is, with its CRC-32. A record is the CRC-32 and length of its body, then the
+body: lengths, the memory's id and checksum, the tier, the text (UTF-8) and
+the piece costs (float64, exact). ``BlockStore`` merges the files' tables
+into one sorted array (16 bytes an entry) and keeps one descriptor per file;
+pages are read with ``pread``, not mapped, so they never count in the
+process's RSS.
+
+A cache, never the truth: a record is served only when its CRC-32 matches and
+its id, checksum and tier equal the memory asked for (a file edited since the
+build has a new checksum; an id the store qualified differs) and its text is
+the memory's own: a catalog line equal to ``render.catalog_line`` of it, an L1
+block under its ``render.block_heading`` (a file moved into ``sources/`` keeps
+its bytes but not its label). Anything else
+(a damaged or truncated file, a missing one, a hash collision) is a miss, and
+the caller renders the block from the file as before. Files of an older build
+are removed when a new build starts. Only the default (heuristic) counter's
+costs are stored: the engine asks only when that counter is in use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import uuid
+import zlib
+from array import array
+from collections.abc import Iterable
+from pathlib import Path
+from sys import byteorder
+from typing import NamedTuple
+
+import numpy as np
+
+from .model import Memory
+from .render import block_heading, catalog_line, memory_block
+from .tokens import PieceCosts, default_counter, is_joinable, join_count
+
+log = logging.getLogger(__name__)
+
+FOLDER = "blocks"  # under the workspace's state folder
+SUFFIX = ".blk"
+MAGIC = b"CTXBLK1\n"
+_FINGERPRINT_BYTES = 64  # a sha256 in hex
+_HEADER = len(MAGIC) + _FINGERPRINT_BYTES
+_TRAILER = struct.Struct("<QQI8s")  # entries, table offset, CRC-32 of the table, MAGIC again
+_HEAD = struct.Struct("<II")  # CRC-32 of the body, body length
+_BODY = struct.Struct("<HHIBc")  # id bytes, checksum bytes, text bytes, flags, tier code
+_OPEN_END = 1  # flags: the costs' open_end
+_FROM_L0 = 2  # flags: an L1 block whose text is the summary line (the memory has no L1 text)
+L1_CODE = b"1"
+CATALOG_CODE = b"c"
+_MAX_BODY = 16 * 1024 * 1024  # a length beyond this is damage, not a block
+_INTERN_MAX = 4096  # distinct cost values interned (the cost tables hold a few dozen)
+
+
+class StoredBlock(NamedTuple):
+    """A block as the builder rendered it: text and piece costs (``render_cache.RenderedBlock``'s fields)."""
+
+    text: str
+    costs: PieceCosts
+
+
+def key_hash(memory_id: str, code: bytes) -> int:
+    """The table key of a memory's block: 64 bits of BLAKE2b over its id and tier code (stable across processes)."""
+    digest = hashlib.blake2b(memory_id.encode("utf-8") + b"\0" + code, digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def encode_record(
+    memory_id: str, checksum: str, code: bytes, text: str, costs: PieceCosts, from_l0: bool = False
+) -> bytes:
+    """One record (see module doc)."""
+    mid, check, body_text = memory_id.encode("utf-8"), checksum.encode("ascii"), text.encode("utf-8")
+    values = array("d", costs.costs)
+    if byteorder != "little":
+        values.byteswap()
+    body = b"".join(
+        (
+            _BODY.pack(len(mid), len(check), len(body_text), costs.open_end * _OPEN_END | from_l0 * _FROM_L0, code),
+            mid,
+            check,
+            body_text,
+            values.tobytes(),
+        )
+    )
+    return _HEAD.pack(zlib.crc32(body), len(body)) + body
+
+
+def write_file(folder: Path, fingerprint: str, records: Iterable[tuple[int, bytes]]) -> Path | None:
+    """Write (key hash, record) pairs as one chunk file in ``folder``; its path (None when there was nothing).
+
+    Written under a temporary name and renamed, so a reader never opens half a file.
+    """
+    keys: list[int] = []
+    offsets: list[int] = []
+    parts = [MAGIC, _fingerprint_bytes(fingerprint)]
+    at = _HEADER
+    for key, record in records:
+        keys.append(key)
+        offsets.append(at)
+        parts.append(record)
+        at += len(record)
+    if not keys:
+        return None
+    order = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
+    table = np.stack([np.array(keys, dtype=np.uint64)[order], np.array(offsets, dtype=np.uint64)[order]])
+    table_bytes = table.astype("<u8").tobytes()
+    parts += [table_bytes, _TRAILER.pack(len(keys), at, zlib.crc32(table_bytes), MAGIC)]
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    temp, final = folder / f".{name}.tmp", folder / f"{name}{SUFFIX}"
+    temp.write_bytes(b"".join(parts))
+    os.replace(temp, final)
+    return final
+
+
+def clear_folder(folder: Path) -> None:
+    """Remove every chunk file (a new build starts; open descriptors keep reading their old files)."""
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.suffix in (SUFFIX, ".tmp"):
+            try:
+                path.unlink()
+            except OSError as exc:
+                log.debug("%s: not removed (%s)", path, exc)
+
+
+class BlockStore:
+    """The chunk files' blocks, by (memory id, tier); immutable once built (``with_files`` returns a new one)."""
+
+    def __init__(self, fds: tuple[int, ...] = (), keys: np.ndarray | None = None, places: np.ndarray | None = None):
+        self._fds = fds
+        self._keys = keys if keys is not None else np.empty(0, dtype=np.uint64)
+        # file index << 40 | record offset, in the order of ``_keys``
+        self._places = places if places is not None else np.empty(0, dtype=np.uint64)
+        self._intern: dict[float, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @classmethod
+    def open_folder(cls, folder: Path, fingerprint: str) -> BlockStore:
+        """The store of every chunk file in ``folder`` built under ``fingerprint`` (empty when there is none)."""
+        files = sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+        return cls().with_files(files, fingerprint)
+
+    def with_files(self, paths: Iterable[Path], fingerprint: str) -> BlockStore:
+        """A new store: this one's files and ``paths`` (a file of another config or unreadable is left out)."""
+        fds = list(self._fds)
+        keys = [self._keys]
+        places = [self._places]
+        for path in paths:
+            table = _read_table(path, fingerprint)
+            if table is None:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                log.debug("%s: not opened (%s)", path, exc)
+                continue
+            keys.append(table[0])
+            places.append(table[1] | np.uint64(len(fds) << 40))
+            fds.append(fd)
+        all_keys, all_places = np.concatenate(keys), np.concatenate(places)
+        order = np.argsort(all_keys, kind="stable")
+        return BlockStore(tuple(fds), all_keys[order], all_places[order])
+
+    def get(self, memory: Memory, code: bytes) -> StoredBlock | None:
+        """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``) when it is its own; else None."""
+        keys = self._keys
+        if not len(keys):
+            return None
+        memory_id = memory.id
+        key = key_hash(memory_id, code)
+        at = int(keys.searchsorted(np.uint64(key)))  # a numpy scalar: a Python int past 2**63 compares as float
+        if at >= len(keys) or int(keys[at]) != key:
+            return None
+        place = int(self._places[at])
+        try:
+            found = self._record(self._fds[place >> 40], place & ((1 << 40) - 1), memory_id, memory.checksum, code)
+        except (OSError, ValueError, UnicodeDecodeError, struct.error) as exc:
+            log.debug("block of %s not read back (%s): rendered instead", memory_id, exc)
+            return None
+        if found is None or not _is_own(found, memory, code):
+            return None
+        return StoredBlock(found.text, found.costs)
+
+    def _record(self, fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> _Found | None:
+        head = os.pread(fd, _HEAD.size, offset)
+        crc, length = _HEAD.unpack(head)
+        if length > _MAX_BODY:
+            return None
+        body = os.pread(fd, length, offset + _HEAD.size)
+        if len(body) != length or zlib.crc32(body) != crc:
+            return None
+        id_len, check_len, text_len, flags, tier = _BODY.unpack_from(body)
+        at = _BODY.size
+        if tier != code or body[at : at + id_len].decode("utf-8") != memory_id:
+            return None
+        at += id_len
+        if body[at : at + check_len].decode("ascii") != checksum:
+            return None
+        at += check_len
+        text = body[at : at + text_len].decode("utf-8")
+        values = array("d", body[at + text_len :])
+        if byteorder != "little":
+            values.byteswap()
+        intern = self._intern if len(self._intern) < _INTERN_MAX else {}
+        # the same float objects for the same costs: a cached block then holds 8 bytes a piece, as a fresh count's
+        costs = tuple(map(intern.setdefault, values, values))
+        return _Found(text, PieceCosts(costs, bool(flags & _OPEN_END)), bool(flags & _FROM_L0))
+
+    def close(self) -> None:
+        """Close the files' descriptors (the engine closes; queries still holding this store then miss)."""
+        fds, self._fds = self._fds, ()
+        self._keys = np.empty(0, dtype=np.uint64)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class _Found(NamedTuple):
+    text: str
+    costs: PieceCosts
+    from_l0: bool
+
+
+def _is_own(found: _Found, memory: Memory, code: bytes) -> bool:
+    """Whether a record's text is what ``memory`` renders (its id and checksum already matched).
+
+    A catalog line and a summary-line block are checked whole (the summary line is a
+    hot field); an L1 text block by its heading, its text being the checksummed file's.
+    """
+    text = found.text
+    if code == CATALOG_CODE:
+        return text == catalog_line(memory)
+    heading = block_heading(memory, "L1")
+    if found.from_l0:
+        l0 = memory.l0.strip()
+        return text == (f"{heading}\n{l0}" if l0 else heading)
+    return text.startswith(heading) and len(text) > len(heading) and text[len(heading)] == "\n"
+
+
+def records_for(memory: Memory) -> list[tuple[int, bytes]]:
+    """A builder's records of ``memory`` (text still held): its L1 block and catalog line with their costs.
+
+    Counts both onto the memory as ``render.keep_counts`` does, from the same piece
+    costs (``join_count`` of one text is ``count`` of it), so nothing is tokenized twice.
+    """
+    counter = default_counter()
+    out: list[tuple[int, bytes]] = []
+    from_l0 = not memory.l1  # the L1 block shows the summary line (Memory.tier_text)
+    for code, text in ((L1_CODE, memory_block(memory, "L1")), (CATALOG_CODE, catalog_line(memory))):
+        costs = counter.piece_costs(text) if is_joinable(counter) else None
+        tokens = join_count([(costs, 0)]) if costs is not None else counter.count(text)
+        if code == L1_CODE:
+            memory.l1_tokens = tokens
+        else:
+            memory.catalog_tokens = tokens
+        if costs is not None:
+            out.append(
+                (
+                    key_hash(memory.id, code),
+                    encode_record(memory.id, memory.checksum, code, text, costs, from_l0 and code == L1_CODE),
+                )
+            )
+    return out
+
+
+def _fingerprint_bytes(fingerprint: str) -> bytes:
+    return fingerprint.encode("ascii")[:_FINGERPRINT_BYTES].ljust(_FINGERPRINT_BYTES, b" ")
+
+
+def _read_table(path: Path, fingerprint: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """A chunk file's (sorted keys, offsets), checked against its trailer; None when damaged."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < _HEADER + _TRAILER.size:
+                return None
+            handle.seek(0)
+            if handle.read(_HEADER) != MAGIC + _fingerprint_bytes(fingerprint):
+                return None
+            handle.seek(size - _TRAILER.size)
+            entries, table_at, crc, magic = _TRAILER.unpack(handle.read(_TRAILER.size))
+            if magic != MAGIC or table_at + 16 * entries + _TRAILER.size != size or entries >= 1 << 32:
+                return None
+            handle.seek(table_at)
+            raw = handle.read(16 * entries)
+    except OSError as exc:
+        log.debug("%s: not read (%s)", path, exc)
+        return None
+    if zlib.crc32(raw) != crc:
+        log.debug("%s: its table is damaged; its blocks are rendered instead", path)
+        return None
+    table = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(2, entries)
+    if entries and (table[1].max() >= table_at or table[1].max() >= 1 << 40):
+        return None
+    return table[0], table[1]

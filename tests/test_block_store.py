@@ -1,0 +1,147 @@
+"""The block store (services/block_store.py): builders' rendered blocks, served only when they are the memory's own."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ctxos.services import block_store
+from ctxos.services.block_store import CATALOG_CODE, L1_CODE, BlockStore, records_for, write_file
+from ctxos.services.engine import Engine
+from ctxos.services.model import Memory
+from ctxos.services.query import execute_context_query
+from ctxos.services.render import catalog_line, memory_block
+from ctxos.services.render_cache import CATALOG, BlockCache
+from ctxos.services.tokens import HeuristicCounter
+from daemon_helpers import memory_text
+
+FP = "f" * 64
+
+
+def _memory(mid: str, l1: str, checksum: str = "c1", rel_path: str | None = None) -> Memory:
+    return Memory(
+        id=mid,
+        type="resource",
+        rel_path=rel_path or f"{mid}.md",
+        path=Path(mid),
+        l0=f"{mid} summary (short).",
+        l1=l1,
+        l2="More.",
+        checksum=checksum,
+    )
+
+
+def _store(folder: Path, memories: list[Memory]) -> tuple[BlockStore, Path]:
+    records = [r for m in memories for r in records_for(m)]
+    path = write_file(folder, FP, records)
+    assert path is not None
+    return BlockStore().with_files([path], FP), path
+
+
+def test_stored_blocks_are_the_rendered_ones_with_their_costs(tmp_path):
+    counter = HeuristicCounter()
+    memories = [_memory(f"m{i}", f"Paragraph {i}: retry with backoff_{i} (see `x`).") for i in range(50)]
+    store, _ = _store(tmp_path, memories)
+    assert len(store) == 100
+    for memory in memories:
+        assert memory.l1_tokens == counter.count(memory_block(memory, "L1"))  # counted as keep_counts does
+        assert memory.catalog_tokens == counter.count(catalog_line(memory))
+        l1, line = store.get(memory, L1_CODE), store.get(memory, CATALOG_CODE)
+        assert l1 is not None and l1.text == memory_block(memory, "L1")
+        assert l1.costs == counter.piece_costs(l1.text)
+        assert line is not None and line.text == catalog_line(memory) and line.costs == counter.piece_costs(line.text)
+    store.close()
+    assert store.get(memories[0], L1_CODE) is None  # closed: a miss, never an error
+
+
+def test_a_block_that_is_not_the_memorys_own_is_a_miss(tmp_path):
+    memory = _memory("alpha", "First paragraph.")
+    store, _ = _store(tmp_path, [memory])
+    assert store.get(_memory("alpha", "Edited.", checksum="c2"), L1_CODE) is None  # the file changed
+    assert store.get(_memory("beta", "First paragraph."), L1_CODE) is None  # never stored
+    moved = _memory("alpha", "First paragraph.", rel_path="sources/alpha.md")  # same bytes, now a source
+    assert moved.label != memory.label and store.get(moved, L1_CODE) is None
+    assert store.get(moved, CATALOG_CODE) is None
+    other_l0 = _memory("alpha", "First paragraph.")
+    other_l0.l0 = "another summary"
+    assert store.get(other_l0, CATALOG_CODE) is None and store.get(other_l0, L1_CODE) is not None
+    bare = _memory("gamma", "")  # no L1 text: its block shows the summary line, checked whole
+    store, _ = _store(tmp_path, [bare])
+    assert (
+        store.get(bare, L1_CODE).text == memory_block(bare, "L1") == "### gamma (resource, L1)\ngamma summary (short)."
+    )
+    bare.l0 = "summary parsed otherwise"
+    assert store.get(bare, L1_CODE) is None
+
+
+def test_damage_and_another_config_are_misses(tmp_path):
+    memories = [_memory(f"m{i}", f"Paragraph number {i}.") for i in range(20)]
+    store, path = _store(tmp_path, memories)
+    raw = bytearray(path.read_bytes())
+    text_at = raw.index(b"Paragraph number 3.")
+    raw[text_at] ^= 0x20  # a flipped bit in one record: its CRC no longer matches
+    path.write_bytes(bytes(raw))
+    assert store.get(memories[3], L1_CODE) is None
+    assert store.get(memories[4], L1_CODE) is not None
+    assert len(BlockStore.open_folder(tmp_path, FP)) == 40  # the table is intact
+    assert len(BlockStore.open_folder(tmp_path, "0" * 64)) == 0  # built under another config
+    path.write_bytes(bytes(raw[:-10]))  # truncated: the trailer is gone
+    assert len(BlockStore.open_folder(tmp_path, FP)) == 0
+    block_store.clear_folder(tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_block_cache_takes_missed_blocks_from_the_store(tmp_path):
+    counter = HeuristicCounter()
+    memory = _memory("alpha", "First paragraph (about alpha).")
+    store, _ = _store(tmp_path, [memory])
+    memory.release_text(lambda m, name: (_ for _ in ()).throw(AssertionError("file read back")))
+    cache = BlockCache()
+    assert cache.block(memory, "L1", counter, store).text == "### alpha (resource, L1)\nFirst paragraph (about alpha)."
+    assert cache.block(memory, CATALOG, counter, store).text == "- alpha (resource): alpha summary (short)."
+
+
+def _answers(engine: Engine) -> list[tuple]:
+    out = []
+    for query in ("topic3 note", "w17", "retry backoff", "topic11 w40"):
+        for budget in (300, 2000):
+            r = execute_context_query(engine, query, budget, record_access=False)
+            out.append((r.rendered, r.tokens_used, [(s.id, s.tier, s.tokens) for s in r.selected]))
+    return out
+
+
+def test_engine_answers_are_the_same_with_the_store_damaged_or_gone(make_workspace):
+    files = {
+        f"05-resources/note-{i:03d}.md": memory_text(f"note-{i:03d}", f"Note {i} about topic{i % 13} and w{i}.")
+        for i in range(120)
+    }
+    root = make_workspace(files)
+    engine = Engine(root)
+    engine.load()
+    folder = engine.state_dir / block_store.FOLDER
+    assert len(engine._block_store) == 240 and list(folder.glob("*.blk"))
+    with_store = _answers(engine)
+    engine.close()
+    warm = Engine(root)
+    warm.load()  # a warm start opens the last build's files
+    assert len(warm._block_store) == 240 and _answers(warm) == with_store
+    warm.close()
+    for path in folder.glob("*.blk"):
+        raw = bytearray(path.read_bytes())
+        for at in range(200, len(raw) // 2, 97):  # records damaged here and there
+            raw[at] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    damaged = Engine(root)
+    damaged.load()
+    served = [damaged._block_store.get(m, L1_CODE) for m in damaged.store.memories.values()]
+    assert len(damaged._block_store) == 240 and 0 < served.count(None) < len(served)
+    assert _answers(damaged) == with_store
+    damaged.close()
+    block_store.clear_folder(folder)
+    gone = Engine(root)
+    gone.load()
+    assert len(gone._block_store) == 0 and _answers(gone) == with_store
+    gone.rebuild_index()  # a reindex writes the files again
+    assert len(gone._block_store) == 240 and _answers(gone) == with_store
+    gone.close()
+    assert all(os.path.getsize(p) > 0 for p in folder.glob("*.blk"))
