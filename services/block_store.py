@@ -37,6 +37,7 @@ costs are stored: the engine asks only when that counter is in use.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import struct
@@ -148,8 +149,10 @@ def clear_folder(folder: Path) -> None:
 class BlockStore:
     """The chunk files' blocks, by (memory id, tier); immutable once built (``with_files`` returns a new one)."""
 
-    def __init__(self, fds: tuple[int, ...] = (), keys: np.ndarray | None = None, places: np.ndarray | None = None):
-        self._fds = fds
+    def __init__(
+        self, files: tuple[io.FileIO, ...] = (), keys: np.ndarray | None = None, places: np.ndarray | None = None
+    ):
+        self._files = files  # shared by the stores ``with_files`` makes; closed when the last one goes
         self._keys = keys if keys is not None else np.empty(0, dtype=np.uint64)
         # file index << 40 | record offset, in the order of ``_keys``
         self._places = places if places is not None else np.empty(0, dtype=np.uint64)
@@ -166,7 +169,7 @@ class BlockStore:
 
     def with_files(self, paths: Iterable[Path], fingerprint: str) -> BlockStore:
         """A new store: this one's files and ``paths`` (a file of another config or unreadable is left out)."""
-        fds = list(self._fds)
+        files = list(self._files)
         keys = [self._keys]
         places = [self._places]
         for path in paths:
@@ -174,16 +177,16 @@ class BlockStore:
             if table is None:
                 continue
             try:
-                fd = os.open(path, os.O_RDONLY)
+                handle = open(path, "rb", buffering=0)  # noqa: SIM115 - held open for pread, closed by close()
             except OSError as exc:
                 log.debug("%s: not opened (%s)", path, exc)
                 continue
             keys.append(table[0])
-            places.append(table[1] | np.uint64(len(fds) << 40))
-            fds.append(fd)
+            places.append(table[1] | np.uint64(len(files) << 40))
+            files.append(handle)
         all_keys, all_places = np.concatenate(keys), np.concatenate(places)
         order = np.argsort(all_keys, kind="stable")
-        return BlockStore(tuple(fds), all_keys[order], all_places[order])
+        return BlockStore(tuple(files), all_keys[order], all_places[order])
 
     def get(self, memory: Memory, code: bytes) -> StoredBlock | None:
         """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``) when it is its own; else None."""
@@ -197,8 +200,9 @@ class BlockStore:
             return None
         place = int(self._places[at])
         try:
-            found = self._record(self._fds[place >> 40], place & ((1 << 40) - 1), memory_id, memory.checksum, code)
-        except (OSError, ValueError, UnicodeDecodeError, struct.error) as exc:
+            fd = self._files[place >> 40].fileno()  # ValueError once closed
+            found = self._record(fd, place & ((1 << 40) - 1), memory_id, memory.checksum, code)
+        except (OSError, ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:  # damaged, or closed
             log.debug("block of %s not read back (%s): rendered instead", memory_id, exc)
             return None
         if found is None or not _is_own(found, memory, code):
@@ -231,14 +235,11 @@ class BlockStore:
         return _Found(text, PieceCosts(costs, bool(flags & _OPEN_END)), bool(flags & _FROM_L0))
 
     def close(self) -> None:
-        """Close the files' descriptors (the engine closes; queries still holding this store then miss)."""
-        fds, self._fds = self._fds, ()
+        """Close the files (the engine closes; a query still holding this store then misses)."""
+        files, self._files = self._files, ()
         self._keys = np.empty(0, dtype=np.uint64)
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for handle in files:
+            handle.close()
 
 
 class _Found(NamedTuple):
