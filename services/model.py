@@ -414,33 +414,37 @@ class SelectedMemory:
         return data
 
 
-def selected_dicts(selected: list[SelectedMemory]) -> list[dict[str, Any]]:
+def selected_dicts(selected: list[SelectedMemory], detail: bool = True) -> list[dict[str, Any]]:
     """Each memory's ``to_dict``, with every score, signal and share of the list rounded in one pass.
 
     The answer's ~1,500 numbers (~125 memories) rounded one ``round(v, 6)`` at a time were
-    ~3.5 ms of every ``get_context``; ``round6`` gives the same values ~10x faster.
+    ~3.5 ms of every ``get_context``; ``round6`` gives the same values ~10x faster. Without
+    ``detail``: no signals, shares or sources (``get_context``'s default, see ``GetContextRequest``).
     """
     flat: list[float] = []
     for item in selected:
         flat.append(item.score)
-        flat.extend(item.signals.values())
-        flat.extend(item.shares.values())
+        if detail:
+            flat.extend(item.signals.values())
+            flat.extend(item.shares.values())
     rounded = iter(round6(flat))
     out: list[dict[str, Any]] = []
     for item in selected:
-        data = {
+        data: dict[str, Any] = {
             "id": item.id,
             "type": item.type,
             "path": item.path,
             "tier": item.tier,
             "tokens": item.tokens,
             "score": next(rounded),
-            # zip stops at the end of the keys without taking a value more: the next dict's start.
-            "signals": dict(zip(item.signals, rounded)),
-            "shares": dict(zip(item.shares, rounded)),
-            "reason": item.reason,
-            "sources": list(item.sources),
         }
+        if detail:
+            # zip stops at the end of the keys without taking a value more: the next dict's start.
+            data["signals"] = dict(zip(item.signals, rounded))
+            data["shares"] = dict(zip(item.shares, rounded))
+        data["reason"] = item.reason
+        if detail:
+            data["sources"] = list(item.sources)
         if item.workspace:
             data["workspace"] = item.workspace
         out.append(data)
@@ -465,14 +469,15 @@ class ContextResult:
     intent_reason: str = ""  # why this intent ("matched 'crash' → debug")
     semantic_model: str = ""  # what computed the semantic signal (model name or keyword-overlap)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, detail: bool = True) -> dict[str, Any]:
+        """The whole answer; without ``detail`` each selected memory has no signals, shares or sources."""
         return {
             "query": self.query,
             "intent": self.intent,
             "expanded_query": list(self.expanded_query),
             "budget_tokens": self.budget_tokens,
             "tokens_used": self.tokens_used,
-            "selected": selected_dicts(self.selected),
+            "selected": selected_dicts(self.selected, detail),
             "catalog_ids": list(self.catalog_ids),
             "catalog_omitted": self.catalog_omitted,
             "weights": {

@@ -91,6 +91,20 @@ class ContextRequest(Request):
     _query_not_blank = field_validator("query")(_not_blank)
 
 
+class GetContextRequest(ContextRequest):
+    """``get_context`` over the socket: the query, and whether to explain each selected memory.
+
+    Without ``detail`` the answer leaves out each selected memory's signals, shares and
+    sources (~1,500 numbers, over half of a ~62 KB answer) that no caller of
+    ``get_context`` reads: the page and ``ctxos simulate`` show them through ``simulate``
+    (issue 16: the daemon's cost per query beside the engine, docs/engine.md).
+    """
+
+    detail: bool = Field(
+        False, description="also each selected memory's signals, shares and sources (what simulate shows)"
+    )
+
+
 # ---------------------------------------------------------------- memories
 
 

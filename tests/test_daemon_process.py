@@ -65,7 +65,7 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
 
     # (the store is updated just before the index commit: wait until BM25 finds the new words too)
     def walrus_found() -> bool:
-        selected = {s["id"]: s for s in daemon.call("get_context", query="walrus metrics")["selected"]}
+        selected = {s["id"]: s for s in daemon.call("get_context", query="walrus metrics", detail=True)["selected"]}
         return (
             "walrus" in daemon.call("get_memory", id="otter")["l1"]
             and "otter" in selected
@@ -73,7 +73,7 @@ def test_new_edited_renamed_deleted_files_reach_get_context(workspace, daemon_fa
         )
 
     daemon.wait_for(walrus_found, message="edit")
-    stale = {s["id"]: s for s in daemon.call("get_context", query="kelp")["selected"]}
+    stale = {s["id"]: s for s in daemon.call("get_context", query="kelp", detail=True)["selected"]}
     assert "otter" not in stale or stale["otter"]["signals"]["bm25"] == 0
 
     # renamed into another folder: same id, new path, still found

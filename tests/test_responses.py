@@ -53,6 +53,24 @@ def test_agent_context_is_the_mcp_view_of_get_context(backend, query):
     assert answer["rendered"] == result.rendered
 
 
+@pytest.mark.parametrize("query", ["how do we deploy", "retry policy for the database"])
+def test_get_context_explains_each_memory_only_with_detail(backend, query):
+    """Without ``detail`` each selected memory lacks signals, shares and sources; everything else is the
+    answer ``simulate`` and ``detail`` give (compared on one result: each call records an access)."""
+    explained = ("signals", "shares", "sources")
+    brief = backend.call("get_context", {"query": query, "budget_tokens": 3000})
+    full = backend.call("get_context", {"query": query, "budget_tokens": 3000, "detail": True})
+    assert brief["selected"] and full["selected"], "the examples answer this query"
+    assert all(not set(explained) & set(item) for item in brief["selected"])
+    assert all(set(explained) <= set(item) for item in full["selected"])
+    result = backend.engine.execute_context_query(query, 3000, None, record_access=False)
+    short, long = as_json(result.to_dict(detail=False)), as_json(result.to_dict())
+    assert short["selected"] == [{k: v for k, v in item.items() if k not in explained} for item in long["selected"]]
+    assert {k: v for k, v in short.items() if k != "selected"} == {k: v for k, v in long.items() if k != "selected"}
+    with pytest.raises(Exception, match="detail"):
+        backend.call("get_context", {"query": query, "detail": "yes please"})
+
+
 def test_unchecked_response_gives_back_its_data():
     data = {"query": "q", "whatever": [1, 2]}
     made = ContextResponse.unchecked(data)

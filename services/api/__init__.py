@@ -68,7 +68,7 @@ OPERATIONS: Mapping[str, Operation[Any]] = dict(
     [
         _op("status", schemas.NoParams, queries.status, wait_ready=False),
         # Reads answer during a cold build from the memories indexed so far (status says "indexing n of N").
-        _op("get_context", schemas.ContextRequest, queries.get_context, partial_ok=True),
+        _op("get_context", schemas.GetContextRequest, queries.get_context, partial_ok=True),
         _op("agent_context", schemas.ContextRequest, queries.agent_context, partial_ok=True),
         _op("simulate", schemas.ContextRequest, queries.simulate, partial_ok=True),
         _op("get_memory", schemas.GetMemoryRequest, queries.get_memory, partial_ok=True),

@@ -80,16 +80,19 @@ def _query(host: Host, req: schemas.ContextRequest, record_access: bool) -> Cont
     return context
 
 
-def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool) -> dict[str, Any]:
-    result = _query(host, req, record_access).to_dict()
+def _run_query(host: Host, req: schemas.ContextRequest, record_access: bool, detail: bool = True) -> dict[str, Any]:
+    result = _query(host, req, record_access).to_dict(detail=detail)
     result["token_counter"] = host.engine.counter.name
     return result
 
 
 @answers(ContextResponse, check=False)  # built from typed dataclasses; checked by tests/test_responses.py
-def get_context(host: Host, req: schemas.ContextRequest) -> dict[str, Any]:
-    """The context for a query within a token budget (records the access: this is what agents load)."""
-    return _run_query(host, req, record_access=True)
+def get_context(host: Host, req: schemas.GetContextRequest) -> dict[str, Any]:
+    """The context for a query within a token budget (records the access: this is what agents load).
+
+    Each selected memory's signals, shares and sources only with ``detail`` (``simulate`` always has them).
+    """
+    return _run_query(host, req, record_access=True, detail=req.detail)
 
 
 @answers(AgentContextResponse, check=False)  # built from typed dataclasses; checked by tests/test_responses.py
