@@ -6,7 +6,6 @@ import math
 import random
 
 import orjson
-
 from ctxos.services.model import ContextResult, SelectedMemory, selected_dicts
 from ctxos.services.rounding import round6
 
