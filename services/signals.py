@@ -278,7 +278,7 @@ def graph_signals(
 
     ``seeds`` are the best composite-scored candidates of the first pass;
     ``None`` (the first pass itself) counts authority only. ``score_candidates``
-    computes the same value inside its loop (``_graph_value``'s steps).
+    calls ``_graph_value`` inside its own loop instead.
     """
     near, seed_communities = _graph_context(neighbours, community_of, seeds)
     bonus_of = community_of.get if seed_communities and community_of is not None else None
@@ -413,21 +413,10 @@ def score_candidates(
             recency = recency_of(memory)
         semantic_value = sem(mid, 0.0)
         bm25 = cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0
-        # _graph_value inlined (graph_signals' value; a call and a dict per candidate saved)
-        graph_value = GRAPH_AUTHORITY_SHARE * float(authority_of(mid, 0.0))
-        if mid in near:
-            graph_value += GRAPH_PROXIMITY_SHARE
-        if bonus_of is not None and bonus_of(mid) in seed_communities:
-            graph_value += community_bonus
-        if not graph_value < 1.0:
-            graph_value = 1.0
-        # clamp01 inlined (the same comparisons): this loop runs per candidate per pass
-        importance = float(memory.importance)
-        importance = importance if importance < 1.0 else 1.0
-        importance = importance if importance > 0.0 else 0.0
-        used = float(frequency_of(mid, 0.0))
-        used = used if used < 1.0 else 1.0
-        used = used if used > 0.0 else 0.0
+        # graph_signals' value, computed here: no dict per pass to build and read back by id
+        graph_value = _graph_value(mid, authority_of, near, bonus_of, seed_communities, community_bonus)
+        importance = clamp01(float(memory.importance))
+        used = clamp01(float(frequency_of(mid, 0.0)))
         cand.signals = {
             "semantic": semantic_value,
             "bm25": bm25,
