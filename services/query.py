@@ -26,7 +26,9 @@ accepts the last built graph when the engine allows it; see
 ``Engine.graph``), ``pinned_ids()``, ``important_ids(n)``, ``recent_ids(n)``,
 ``heading_tokens(memory)``,
 ``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``; optionally
-``vectors`` (a ``VectorIndex``) and ``intent_classifier()``.
+``vectors`` (a ``VectorIndex``), ``intent_classifier()`` and
+``block_tokens_at_least(memory, tier)`` (a cheap lower bound the tier planner
+rules out L2 upgrades with).
 """
 
 from __future__ import annotations
@@ -386,12 +388,16 @@ def plan_tiers(engine: Any, ranked: list[Candidate], room: int, l2_top_n: int, r
             plan[cand.memory.id] = "L1"
             used += cost
     upgraded = 0
+    at_least = getattr(engine, "block_tokens_at_least", None)
     for cand in relevant:
         if upgraded >= l2_top_n:
             break
         if plan.get(cand.memory.id) != "L1" or not cand.memory.has_l2:
             continue
-        extra = engine.block_tokens(cand.memory, "L2") - engine.block_tokens(cand.memory, "L1")
+        l1 = engine.block_tokens(cand.memory, "L1")
+        if at_least is not None and used + at_least(cand.memory, "L2") - l1 > room:
+            continue  # cannot fit: its exact count (a tokenization) is not needed
+        extra = engine.block_tokens(cand.memory, "L2") - l1
         if used + extra <= room:
             plan[cand.memory.id] = "L2"
             used += extra

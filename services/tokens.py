@@ -208,6 +208,23 @@ def _costs_of(pieces: list[str]) -> tuple[float, ...]:
     return tuple(map(known.__getitem__, pieces))
 
 
+def heuristic_floor(text: str) -> int:
+    """A lower bound of ``HeuristicCounter.count(text)`` without the pre-tokenizer: its whitespace-separated runs.
+
+    Why it holds: every piece costs at least 1 (each cost table starts at 1.0, long
+    words and symbol runs cost more), and every run holds a piece of its own: no
+    piece spans whitespace except as its first character, and every non-space
+    character but ``_`` is in some piece (letters, digits and symbols each have an
+    alternative; a run of underscores alone matches none, so it is not counted).
+    The tier planner uses it to rule out an L2 upgrade that cannot fit without
+    tokenizing its ~1,000 characters (``Engine.block_tokens_at_least``).
+    """
+    runs = text.split()  # str.split's whitespace is the regex's \s (the same code points)
+    if "_" in text:
+        return sum(1 for run in runs if run.strip("_"))
+    return len(runs)
+
+
 class BpeCounter:
     """Exact counts from a real BPE vocabulary shipped by the ``bpe-openai`` package.
 

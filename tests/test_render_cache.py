@@ -126,3 +126,47 @@ def test_engine_block_tokens_use_the_kept_counts_only_for_the_default_counter(tm
             assert engine.catalog_tokens(memory) == bpe.count(catalog_line(memory))
     finally:
         engine.close()
+
+
+def test_l2_lower_bound_rules_out_upgrades_without_changing_the_plan(tmp_path):
+    """``Engine.block_tokens_at_least`` is at most the count (kept per checksum), and ``plan_tiers`` with it
+    plans the same tiers as without it at every room size, counting fewer L2 blocks when they cannot fit."""
+    from ctxos.services.engine import Engine
+    from ctxos.services.query import plan_tiers
+    from ctxos.services.signals import Candidate
+
+    for i in range(6):
+        detail = " ".join(f"detail{i}_{j} word" for j in range(15 * (i + 1)))
+        (tmp_path / f"n{i}.md").write_text(f"# Note {i}\n\nShort item {i}.\n\n<!-- L2 -->\n{detail}\n", "utf-8")
+    engine = Engine(tmp_path)
+    engine.load()
+    try:
+        memories = sorted(engine.list_memories(), key=lambda m: m.id)
+        ranked = [Candidate(m, score=1.0 - 0.1 * k) for k, m in enumerate(memories)]
+        for memory in memories:
+            floor = engine.block_tokens_at_least(memory, "L2")
+            assert 0 < floor <= engine.block_tokens(memory, "L2")
+            assert engine.block_tokens_at_least(memory, "L1") == engine.block_tokens(memory, "L1")
+
+        class NoBound:  # the same engine without the bound (what a duck-typed engine gives)
+            def block_tokens(self, memory, tier):
+                return engine.block_tokens(memory, tier)
+
+        counted = []
+        exact = engine.block_tokens
+
+        def counting(memory, tier):
+            counted.append(tier)
+            return exact(memory, tier)
+
+        for room in range(0, 1200, 7):
+            engine._token_cache = {}
+            engine.block_tokens = counting
+            counted.clear()
+            with_bound = plan_tiers(engine, ranked, room, 3, 0.0)
+            del engine.block_tokens
+            assert with_bound == plan_tiers(NoBound(), ranked, room, 3, 0.0)
+            if room == 70:  # every L1 fits, no L2 does: none is counted
+                assert "L2" not in with_bound.values() and counted.count("L2") == 0
+    finally:
+        engine.close()

@@ -116,3 +116,21 @@ def test_piece_costs_are_the_same_whether_the_cost_cache_knows_the_pieces_or_is_
     assert counter.piece_costs(text + " brandnewword").costs == (*expected, tokens._piece_cost(" brandnewword"))
     assert " brandnewword" not in tokens._PIECE_COSTS  # full: costed without being kept
     assert counter.count(text) == math.ceil(sum(expected))  # summed in text order, as before
+
+
+def test_heuristic_floor_never_exceeds_the_count():
+    """``heuristic_floor`` (the tier planner's bound on an L2 block) is at most ``count``: corpus paragraphs,
+    runs of underscores (no piece), Unicode spaces and symbols; and it is not trivially zero."""
+    from ctxos.services.tokens import heuristic_floor
+
+    counter = HeuristicCounter()
+    texts = _paragraphs()[:400]
+    for text in texts:
+        assert heuristic_floor(text) <= counter.count(text)
+    assert sum(map(heuristic_floor, texts)) > 0.3 * sum(map(counter.count, texts))
+    alphabet = "ab_Z9'\u00e9\u00bd.-/ \t\n\r\x1c\u00a0\u2003#*"
+    rng = random.Random(3)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert heuristic_floor(text) <= counter.count(text), repr(text)
+    assert heuristic_floor("a __ b") == 2 and heuristic_floor("one two\nthree") == 3
