@@ -40,6 +40,7 @@ from .graph import (
     authority,
     dangling_links,
     graph_from_links,
+    neighbour_tuple,
     resolve_all_links,
     resolve_links,
     tag_set,
@@ -231,7 +232,7 @@ class GraphTracker:
                 self._links[source] = links
             else:
                 self._links.pop(source, None)
-            before = previous.outgoing.get(source, set())
+            before = set(previous.outgoing.get(source, ()))
             after = {found for _, found in links if found is not None and found != source}
             if after == before:
                 continue
@@ -240,13 +241,13 @@ class GraphTracker:
             for target in after - before:
                 gained[target].add(source)
             if after:
-                graph.outgoing[source] = after
+                graph.outgoing[source] = neighbour_tuple(after)
             else:
                 graph.outgoing.pop(source, None)
         for target in gained.keys() | lost.keys():
-            incoming = (previous.incoming.get(target, set()) - lost.get(target, set())) | gained.get(target, set())
+            incoming = (set(previous.incoming.get(target, ())) - lost.get(target, set())) | gained.get(target, set())
             if incoming:
-                graph.incoming[target] = incoming
+                graph.incoming[target] = neighbour_tuple(incoming)
             else:
                 graph.incoming.pop(target, None)
         return bool(gained or lost)
@@ -285,7 +286,7 @@ def _patch_implicit(
     min_shared: int,
     skipped: set[str],
 ) -> None:
-    """Move the shared-tag edges of the changed memories (each set that changes is a new set)."""
+    """Move the shared-tag edges of the changed memories (each entry that changes is a new tuple)."""
     now: dict[str, set[str]] = {}
     for mid in changed:
         memory = memories.get(mid)
@@ -298,12 +299,12 @@ def _patch_implicit(
         fresh = {n for n in previous.implicit.get(other, ()) if n not in changed}
         fresh.update(mid for mid in changed if other in now[mid])
         if fresh:
-            graph.implicit[other] = fresh
+            graph.implicit[other] = neighbour_tuple(fresh)
         else:
             graph.implicit.pop(other, None)
     for mid in changed:
         if now[mid]:
-            graph.implicit[mid] = now[mid]
+            graph.implicit[mid] = neighbour_tuple(now[mid])
         else:
             graph.implicit.pop(mid, None)
 

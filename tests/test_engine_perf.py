@@ -184,7 +184,7 @@ def test_stale_graph_is_served_until_refresh(make_workspace):
     assert engine.graph_is_stale()
     after = engine.refresh_graph()
     assert not engine.graph_is_stale() and engine.graph(stale_ok=True) is after
-    assert after.outgoing["leaf"] == {"hub"}
+    assert after.outgoing["leaf"] == ("hub",)
     (root / "05-resources/leaf.md").write_text(
         "---\nid: leaf\ntype: resource\nl0: A leaf, renamed\nrelated: [hub]\n---\nLeaf body.\n"
     )
@@ -218,7 +218,7 @@ def test_daemon_context_refreshes_the_graph_after_a_change(make_workspace):
         task = ctx._graph_refresh
         assert task is not None
         await task
-        assert not engine.graph_is_stale() and engine.graph().outgoing["leaf"] == {"hub"}
+        assert not engine.graph_is_stale() and engine.graph().outgoing["leaf"] == ("hub",)
         ctx.shutdown_executors()
 
     asyncio.run(scenario())
