@@ -160,8 +160,8 @@ class BlockStore:
         self._places = places if places is not None else np.empty(0, dtype=np.uint64)
         # The same arrays seen as Python ints (no copy): ``bisect`` over them and an item read cost
         # ~1.5 us against ~5 us for ``searchsorted`` and two numpy scalars per lookup (~45 a query).
-        self._key_view = memoryview(self._keys)
-        self._place_view = memoryview(self._places)
+        self._key_view = self._keys.data
+        self._place_view = self._places.data
         self._intern: dict[float, float] = {}
 
     def __len__(self) -> int:
@@ -245,7 +245,7 @@ class BlockStore:
         """Close the files (the engine closes; a query still holding this store then misses)."""
         files, self._files = self._files, ()
         self._keys = np.empty(0, dtype=np.uint64)
-        self._key_view = memoryview(self._keys)
+        self._key_view = self._keys.data
         for handle in files:
             handle.close()
 
