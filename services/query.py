@@ -347,20 +347,19 @@ def _tiers(memory: Memory, full: bool) -> list[str]:
     return tiers + ["L1"]
 
 
-def _selected(cand: Candidate, tier: str, tokens: int) -> SelectedMemory:
+def _selected(cand: Candidate, tier: str, tokens: int, reason: str | None = None) -> SelectedMemory:
+    """The selected entry of ``cand``; its signals, shares and sources are made only when read (most answers never do)."""
     m = cand.memory
-    return SelectedMemory(
+    return SelectedMemory.deferred(
+        lambda: (dict(cand.signals), cand.shares, sorted(cand.sources)),  # shares: a new dict per call
         id=m.id,
         type=m.type,
         path=m.rel_path,
         tier=tier,
         tokens=tokens,
         score=cand.score,
-        signals=dict(cand.signals),
-        shares=cand.shares,  # a new dict per call
-        reason=cand.reason,
+        reason=cand.reason if reason is None else reason,
         workspace=cand.workspace,
-        sources=sorted(cand.sources),
     )
 
 
@@ -536,9 +535,7 @@ def select_and_render(
             found = Candidate(
                 memory, sources={"importance" if memory.id in engine.important_ids(max_catalog) else "recent"}
             )
-        item = _selected(found, "L0", by_id[memory.id].tokens)
-        item.reason = "catalog"
-        selected.append(item)
+        selected.append(_selected(found, "L0", by_id[memory.id].tokens, "catalog"))
         catalog_ids.append(memory.id)
     omitted = max(0, total - len(selected))
     return selected, catalog_ids, omitted, text, tokens
