@@ -49,6 +49,11 @@ from common import add_common_args, current_rss_mb, machine_info, print_table, w
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
 
 N_QUERIES = 160
+TRACE_FRAMES = 12  # frames kept per allocation: deep enough to find the project frame under library calls
+# --small (the test suite's run): tracemalloc slows this process ~20x (the governance report alone took
+# 36 s of a 64 s test at 200 memories), so the traced child keeps fewer frames and runs fewer queries.
+SMALL_TRACE_FRAMES = 2
+SMALL_TRACE_QUERIES = 10
 
 # Innermost project frame (file stem, function) -> component. First match wins; "*" = any function.
 MEMORY_COMPONENTS: list[tuple[str, str, str]] = [
@@ -179,7 +184,7 @@ def time_by_component(profile: cProfile.Profile) -> dict[str, float]:
     return {k: 100.0 * v / whole for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
-def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
+def measure(root: Path, n_queries: int, trace: bool, frames: int = TRACE_FRAMES) -> dict[str, Any]:
     """In this process: the steps a daemon takes, RSS and seconds after each.
 
     ``trace``: the same steps with ``tracemalloc`` on (started after the imports,
@@ -210,7 +215,7 @@ def measure(root: Path, n_queries: int, trace: bool) -> dict[str, Any]:
     from ctxos.services.governance import governance_report
 
     if trace:
-        tracemalloc.start(12)
+        tracemalloc.start(frames)
     engine = Engine(root)
     engine.allow_stale_graph = True  # as the daemon runs it
     step("Engine.load (store + index open + access log)", engine.load)
@@ -271,7 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     if args._child:  # the measuring process: nothing else loaded before it starts
         import json
 
-        print(json.dumps(measure(args.workspace, 40 if args.small else N_QUERIES, args._child == "trace")))
+        trace = args._child == "trace"
+        if args.small:
+            n_queries, frames = (SMALL_TRACE_QUERIES, SMALL_TRACE_FRAMES) if trace else (40, TRACE_FRAMES)
+        else:
+            n_queries, frames = N_QUERIES, TRACE_FRAMES
+        print(json.dumps(measure(args.workspace, n_queries, trace, frames)))
         return 0
     work = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
     try:

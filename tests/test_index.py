@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -173,15 +174,21 @@ def test_readers_see_committed_state_while_one_writer_commits(index):
     seen_empty = []
     stop = threading.Event()
 
-    def reader():
+    searches = [0, 0, 0]
+
+    def reader(n: int) -> None:
         try:
             while not stop.is_set():
                 if ids(index.search([("anchor", 1.0)], 5)) != ["stable"]:
                     seen_empty.append(True)
+                searches[n] += 1
+                # Yield the GIL between searches: three threads spinning on it starved the writer
+                # (94 s instead of 4 s for this test on a loaded 2-core machine).
+                time.sleep(0.005)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=reader) for _ in range(3)]
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(3)]
     for t in threads:
         t.start()
     try:
@@ -198,6 +205,7 @@ def test_readers_see_committed_state_while_one_writer_commits(index):
             t.join()
     assert not errors, errors
     assert not seen_empty
+    assert min(searches) > 10, searches  # every reader searched all along the 40 commits
     assert len(index.search([("churn", 1.0)], 100)) >= 39
 
 
