@@ -212,10 +212,11 @@ def heuristic_floor(text: str) -> int:
     """A lower bound of ``HeuristicCounter.count(text)`` without the pre-tokenizer: its whitespace-separated runs.
 
     Why it holds: every piece costs at least 1 (each cost table starts at 1.0, long
-    words and symbol runs cost more), and every run holds a piece of its own: no
-    piece spans whitespace except as its first character, and every non-space
-    character but ``_`` is in some piece (letters, digits and symbols each have an
-    alternative; a run of underscores alone matches none, so it is not counted).
+    words and symbol runs cost more), and every run holds a piece of its own: a
+    piece's whitespace is only a leading character or the newlines a symbol run
+    takes after it, so no piece holds non-space characters of two runs, and every
+    non-space character but ``_`` is in some piece (letters, digits and symbols each
+    have an alternative; a run of underscores alone matches none: not counted).
     The tier planner uses it to rule out an L2 upgrade that cannot fit without
     tokenizing its ~1,000 characters (``Engine.block_tokens_at_least``).
     """
