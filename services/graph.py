@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from . import igraph_core
 from .model import Memory
 from .stop_flag import Check, checked, never
 
@@ -257,7 +258,8 @@ def authority(graph: LinkGraph, damping: float) -> dict[str, float]:
     return scaled
 
 
-# Graph algorithms: igraph (C) for all of them. networkx is not a dependency: its PageRank needs
+# Graph algorithms: igraph (C) for all of them, through its C core alone (igraph_core.py: the package's
+# Python modules cost the daemon ~4 MiB it never uses). networkx is not a dependency: its PageRank needs
 # scipy and is slower at 10,000 memories (docs/engine.md#graph-library), and igraph is already
 # here for Leiden (communities.py).
 
@@ -269,18 +271,12 @@ def pagerank(
     *,
     damping: float = 0.85,
 ) -> dict[str, float]:
-    """Raw PageRank of a directed graph (sums to 1 over ``nodes``): igraph's PRPACK."""
-    import igraph  # imported here: building the graph needs it, loading the module does not
-
+    """Raw PageRank of a directed graph (sums to 1 over ``nodes``): igraph's PRPACK (its C core only)."""
     position = {node: i for i, node in enumerate(nodes)}
-    g = igraph.Graph(n=len(nodes), edges=[(position[a], position[b]) for a, b in edges], directed=True)
-    ranks = g.pagerank(directed=True, damping=damping, weights=list(weights) if weights is not None else None)
+    ranks = igraph_core.pagerank(len(nodes), [(position[a], position[b]) for a, b in edges], weights, damping)
     return {node: ranks[i] for node, i in position.items()}
 
 
 def connected_components(n: int, pairs: Iterable[tuple[int, int]]) -> list[int]:
-    """The component number of each of ``n`` items joined by undirected ``pairs`` (igraph)."""
-    import igraph
-
-    membership: list[int] = igraph.Graph(n=n, edges=list(pairs)).connected_components().membership
-    return membership
+    """The component number of each of ``n`` items joined by undirected ``pairs`` (igraph's C core)."""
+    return igraph_core.component_membership(n, pairs)
