@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ctxos.services.model import Memory
@@ -47,6 +48,23 @@ def test_blocks_are_cached_per_checksum_and_tier_and_bounded():
     for i in range(200):
         cache.block(_memory(f"m{i}", "word " * 40), "L1", counter)
     assert cache.size_bytes <= 6_000 and 1 <= len(cache) < 200
+
+
+def test_a_memory_moved_to_another_type_folder_gets_its_new_heading():
+    """Moving a file keeps its checksum but changes its type, which the block's heading and catalog line show."""
+    counter = HeuristicCounter()
+    cache = BlockCache()
+    memory = _memory("alpha", "First paragraph.")
+    assert cache.block(memory, "L1", counter).text.startswith("### alpha (resource, L1)")
+    assert cache.block(memory, CATALOG, counter).text == "- alpha (resource): alpha summary."
+    moved = dataclasses.replace(memory, type="project", rel_path="03-projects/alpha.md")
+    assert moved.checksum == memory.checksum
+    assert (
+        cache.block(moved, "L1", counter).text
+        == memory_block(moved, "L1")
+        == "### alpha (project, L1)\nFirst paragraph."
+    )
+    assert cache.block(moved, CATALOG, counter).text == "- alpha (project): alpha summary."
 
 
 def test_finalize_counts_the_answer_from_piece_costs_exactly():
