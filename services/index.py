@@ -114,7 +114,7 @@ def _document(memory: Memory) -> dict[str, str]:
     }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Hit:
     """One BM25 hit: the memory's id and path, and Whoosh's raw BM25F score."""
 
@@ -574,7 +574,10 @@ class MemoryIndex:
         Whoosh's BM25F formula in numpy, so a query sums a few arrays instead
         of running Whoosh's matcher tree over every matching document. The
         top-K ranking uses the selective terms (see ``_selective``); the final
-        score of each hit sums all terms.
+        score of each hit sums all terms. The hits are kept with the generation
+        (``Generation.results``, by terms, limit and paths): an agent asks the
+        same questions again and again, and a commit makes a new generation, so
+        a kept result is never stale. Hits are frozen; each caller gets its own list.
         """
         if limit <= 0:
             return []
@@ -583,6 +586,23 @@ class MemoryIndex:
             return []
         searcher = self._searcher()
         gen = self._generation_of(searcher)
+        key = (tuple(terms), limit, None if restrict_paths is None else tuple(restrict_paths))
+        known: list[Hit] | None = gen.results.get(key)
+        if known is not None:
+            return list(known)
+        hits = self._search(searcher, gen, queries, limit, restrict_paths)
+        gen.results.put(key, hits)
+        return list(hits)
+
+    def _search(
+        self,
+        searcher: Searcher,
+        gen: Generation,
+        queries: list[tuple[tuple[str, ...], Term]],
+        limit: int,
+        restrict_paths: Collection[str] | None,
+    ) -> list[Hit]:
+        """``search`` on one generation, uncached."""
         postings = [(query.boost, gen.scored(searcher, query.fieldname, query.text)) for _, query in queries]
         docnums: list[int]
         if restrict_paths is None:

@@ -30,20 +30,23 @@ import math
 import pickle
 import threading
 import zlib
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermInfo, W3TermsReader, _lenfield
 from whoosh.util.numeric import byte_to_length
 
+from .lru import SizedLru
 from .term_table import TermTable
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
 SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
 DOCNUM_CACHE_MAX = 20_000  # paths whose document number a generation keeps (~100 bytes each)
+# Search results a generation keeps, counted in hits (~200 bytes each, the list and its key included):
+# an agent asks the same questions again and again, and the result only changes with the index.
+RESULT_CACHE_MAX = 8_000
 # Whoosh stores a field's length per document as one byte (lossy); this is its decoding table.
 _LENGTH_OF_BYTE = np.array([float(byte_to_length(b) or 0) for b in range(256)], dtype=np.float64)
 
@@ -223,56 +226,6 @@ class SegmentDocs:
         return cls.of(ids, paths)
 
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Lru(Generic[K, V]):
-    """A dict bounded by the total size of its values (postings), least recently used first out.
-
-    Shared by reader threads: a hit only reorders (an entry evicted meanwhile is
-    still returned), and additions and evictions take the lock.
-    """
-
-    def __init__(self, limit: int, size: Callable[[V], int]) -> None:
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._limit, self._size_of, self._size = limit, size, 0
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        entry = self._items.get(key)
-        if entry is not None:
-            try:
-                self._items.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        return entry
-
-    def put(self, key: K, entry: V) -> None:
-        with self._lock:
-            if key not in self._items:
-                self._items[key] = entry
-                self._size += self._size_of(entry)
-                while self._size > self._limit and len(self._items) > 1:
-                    _, old = self._items.popitem(last=False)
-                    self._size -= self._size_of(old)
-
-    def drop(self, keep: Callable[[K], bool]) -> None:
-        """Remove every entry whose key ``keep`` rejects."""
-        with self._lock:
-            for key in [k for k in self._items if not keep(k)]:
-                self._size -= self._size_of(self._items.pop(key))
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(list(self._items))
-
-    def __getitem__(self, key: K) -> V:
-        return self._items[key]
-
-    def items(self) -> list[tuple[K, V]]:
-        return list(self._items.items())
-
-
 class SegmentCache:
     """Per segment (by Whoosh's segment id): term postings, field lengths and stored ids, kept across commits.
 
@@ -286,7 +239,7 @@ class SegmentCache:
     """
 
     def __init__(self) -> None:
-        self._terms: _Lru[tuple[str, str, str], SegmentTerm] = _Lru(POSTING_CACHE_MAX, lambda t: len(t.ids))
+        self._terms: SizedLru[tuple[str, str, str], SegmentTerm] = SizedLru(POSTING_CACHE_MAX, lambda t: len(t.ids))
         self._lengths: dict[tuple[str, str], np.ndarray[Any, np.dtype[np.uint8]]] = {}
         self._docs: dict[str, SegmentDocs] = {}
         self._lock = threading.Lock()
@@ -397,8 +350,10 @@ class Generation:
         self._avgfl: dict[str, float] = {}
         self._df: dict[tuple[str, str], int] = {}
         self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
-        self._scored: _Lru[tuple[str, str], Postings] = _Lru(SCORED_CACHE_MAX, lambda p: len(p[0]))
+        self._scored: SizedLru[tuple[str, str], Postings] = SizedLru(SCORED_CACHE_MAX, lambda p: len(p[0]))
         self._docnum_of: dict[str, int | None] = {}  # path -> live document number, as looked up (docnum)
+        # search results of this generation by (terms, limit, restricted paths): see MemoryIndex.search
+        self.results: SizedLru[Hashable, Any] = SizedLru(RESULT_CACHE_MAX, lambda hits: len(hits) + 1)
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:

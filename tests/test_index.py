@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -68,6 +69,30 @@ def test_delete_and_rename(index):
     hits = index.search([("alpha", 1.0)], 5)
     assert [(h.id, h.path) for h in hits] == [("a", "03-projects/a.md")]
     assert set(index.checksums()) == {"03-projects/a.md"}
+
+
+def test_a_repeated_search_sees_every_commit(index):
+    """Results are kept per index generation: the same search after an update, a removal or a rename sees it."""
+    index.update([mem("a", "alpha text"), mem("b", "beta text alpha")])
+    query = [("alpha", 1.0), ("beta", 0.5)]
+    first = index.search(query, 5)
+    again = index.search(query, 5)
+    assert again == first and again is not first and ids(first) == ["b", "a"]
+    again.clear()  # the caller's own list: the kept one is untouched
+    assert index.search(query, 5) == first
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first[0].score = 0.0  # kept hits are shared between callers, so they cannot change
+    only_a = index.search(query, 5, restrict_paths=["05-resources/a.md"])
+    assert ids(only_a) == ["a"] and index.search(query, 5, restrict_paths=["05-resources/b.md"]) != only_a
+    index.update([mem("c", "alpha alpha alpha beta")])
+    assert ids(index.search(query, 5)) == ["c", "b", "a"]
+    index.update([mem("c", "gamma only")])
+    assert ids(index.search(query, 5)) == ["b", "a"]  # (the scores follow the corpus: three memories now)
+    index.remove(["05-resources/b.md"])
+    assert ids(index.search(query, 5)) == ["a"]
+    index.rename("05-resources/a.md", mem("a", "alpha text", path="03-projects/a.md"))
+    assert [(h.id, h.path) for h in index.search(query, 5)] == [("a", "03-projects/a.md")]
+    assert index.search(query, 5, restrict_paths=["05-resources/a.md"]) == []
 
 
 def test_rebuild_replaces_everything_in_one_commit(index):

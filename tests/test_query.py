@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import write_files
 from ctxos.services.access_log import AccessLog
 from ctxos.services.engine import Engine
 from ctxos.services.graph import build_graph
 from ctxos.services.intent import detect_intent, expand_query
 from ctxos.services.model import SIGNALS, ContextResult, Memory
-from ctxos.services.query import QueryError
+from ctxos.services.query import QueryError, execute_context_query
 from ctxos.services.render import SECTION_CATALOG, SECTION_MEMORIES, SECTION_RULES
 from ctxos.services.signals import normalise_weights, recency_signal
 
@@ -324,6 +325,65 @@ def test_apply_changes_edit_delete_rename_folder_and_duplicates(engine):
     summary = engine.apply_changes([root / "07-tasks"])
     assert summary.removed == ["fix-login-bug"] and engine.get_memory("fix-login-bug") is None
     assert "fix-login-bug" not in engine.score_query("login exception").ranked_ids(False)
+
+
+def test_a_repeated_query_answers_as_a_fresh_engine_after_each_change(make_workspace):
+    """Search results and nearest rows are kept between queries (per index generation and embedding
+    state): after an edit, a new file, a removal and a move, the same query answers exactly as an
+    engine loaded afresh on the same files."""
+    root = make_workspace(FILES)
+    eng = Engine(root)
+    eng.load()
+    query, now = "postgres connection pool retries", datetime(2026, 12, 5, 12, 0)
+
+    def answer(engine: Engine) -> dict:
+        """What the agent gets; scores to 1e-5 (a fresh engine sums its embedding rows in another order)."""
+        found = execute_context_query(engine, query, 600, record_access=False, now=now)
+        return {
+            "rendered": found.rendered,
+            "selected": [(s.id, s.path, s.tier, s.tokens, s.reason, sorted(s.sources)) for s in found.selected],
+            "scores": [s.score for s in found.selected],
+            "catalog": found.catalog_ids,
+        }
+
+    first = answer(eng)
+    assert answer(eng) == first  # exactly, scores too
+    del first["scores"]
+    pool = root / "05-resources/postgres-pool.md"
+    retry = root / "05-resources/retry-policy.md"
+
+    def edit() -> list[Path]:
+        pool.write_text(pool.read_text().replace("twice the CPU count", "four times the cores"))
+        return [pool]
+
+    def add() -> list[Path]:
+        write_files(root, {"05-resources/pool-retries.md": "---\nl0: Pool retries\n---\nPostgres pool retries.\n"})
+        return [root / "05-resources/pool-retries.md"]
+
+    def remove() -> list[Path]:
+        retry.unlink()
+        return [retry]
+
+    def move() -> list[Path]:
+        moved = root / "03-projects/postgres-pool.md"
+        pool.rename(moved)
+        return [pool, moved]
+
+    seen = [first]
+    for step in (edit, add, remove, move):
+        eng.apply_changes(step())
+        fresh = Engine(root)
+        fresh.load()
+        try:
+            got, want = answer(eng), answer(fresh)
+            assert got["scores"] == pytest.approx(want.pop("scores"), abs=1e-5)
+            del got["scores"]
+            assert got == want and got not in seen
+            seen.append(got)
+        finally:
+            fresh.close()
+    assert "pool-retries" in [selected[0] for selected in seen[-1]["selected"]]
+    eng.close()
 
 
 def test_reconcile_and_index_recovery(make_workspace):

@@ -223,6 +223,8 @@ def test_similarity_is_the_cosine_around_the_rows_mean_and_follows_changes(make_
         assert all(abs(got[m] - want[m]) < 1e-4 for m in want), step
         nearest = vectors.nearest(query, 10)
         assert [m for m, _ in nearest] == sorted(want, key=lambda m: -want[m]), step
+        again = vectors.nearest(query, 10)  # kept for this state: equal, in a list of the caller's own
+        assert again == nearest and again is not nearest, step
         if step == "loaded":
             write_files(root, {"05-resources/cake.md": FILES["05-resources/cake.md"].replace("Chocolate", "Lemon")})
             engine.apply_changes([root / "05-resources/cake.md"])
