@@ -586,12 +586,14 @@ class MemoryIndex:
             return []
         searcher = self._searcher()
         gen = self._generation_of(searcher)
-        key = (tuple(terms), limit, None if restrict_paths is None else tuple(restrict_paths))
-        known: list[Hit] | None = gen.results.get(key)
+        paths = None if restrict_paths is None else tuple(restrict_paths)
+        key = (tuple(terms), limit, paths)
+        known: tuple[list[Hit], int] | None = gen.results.get(key)
         if known is not None:
-            return list(known)
+            return list(known[0])
         hits = self._search(searcher, gen, queries, limit, restrict_paths)
-        gen.results.put(key, hits)
+        # its size in the cache: the hits and the key's paths (a restricted search may find none)
+        gen.results.put(key, (hits, 1 + len(hits) + len(paths or ())))
         return list(hits)
 
     def _search(

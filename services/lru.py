@@ -1,11 +1,11 @@
 """``SizedLru``: a dict bounded by the total size of its values, least recently used out first.
 
-Used for caches that reader threads share and a writer never touches: term
-postings per segment, scored postings and search results per index
-generation, nearest-embedding results per embedding state. Whatever the
-cached value depends on is in the key or in the object that owns the cache,
-so nothing is ever invalidated in place: a new generation or state starts a
-new, empty cache.
+Used for caches that reader threads share: term postings per segment, scored
+postings and search results per index generation, nearest-embedding results
+per embedding state. Whatever a cached value depends on is in its key or in
+the object that owns the cache, so no entry is ever updated in place: a new
+index generation or embedding state starts a new, empty cache, and the term
+postings of segments no longer in the index are dropped whole (``drop``).
 """
 
 from __future__ import annotations

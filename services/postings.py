@@ -44,8 +44,8 @@ from .term_table import TermTable
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
 SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
 DOCNUM_CACHE_MAX = 20_000  # paths whose document number a generation keeps (~100 bytes each)
-# Search results a generation keeps, counted in hits (~200 bytes each, the list and its key included):
-# an agent asks the same questions again and again, and the result only changes with the index.
+# Search results a generation keeps, counted in hits and in the restricted paths of their keys (~200
+# bytes each): an agent asks the same questions again and again, and a result only changes with the index.
 RESULT_CACHE_MAX = 8_000
 # Whoosh stores a field's length per document as one byte (lossy); this is its decoding table.
 _LENGTH_OF_BYTE = np.array([float(byte_to_length(b) or 0) for b in range(256)], dtype=np.float64)
@@ -352,8 +352,9 @@ class Generation:
         self._searchers: dict[int, tuple[Searcher, list[Any]]] = {}
         self._scored: SizedLru[tuple[str, str], Postings] = SizedLru(SCORED_CACHE_MAX, lambda p: len(p[0]))
         self._docnum_of: dict[str, int | None] = {}  # path -> live document number, as looked up (docnum)
-        # search results of this generation by (terms, limit, restricted paths): see MemoryIndex.search
-        self.results: SizedLru[Hashable, Any] = SizedLru(RESULT_CACHE_MAX, lambda hits: len(hits) + 1)
+        # search results of this generation by (terms, limit, restricted paths), each with its size in
+        # RESULT_CACHE_MAX units: see MemoryIndex.search
+        self.results: SizedLru[Hashable, tuple[Any, int]] = SizedLru(RESULT_CACHE_MAX, lambda kept: kept[1])
         segments.prune({s.segid for s in self.segments})
 
     def _readers(self, searcher: Searcher) -> list[Any]:
