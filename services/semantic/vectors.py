@@ -304,9 +304,11 @@ class VectorIndex:
             if ids[row] is None:
                 codes[row] = 0
                 scale[row] = 0.0
+        # The centre first: a reader that sees the new state also sees its centre, so what
+        # ``nearest`` keeps for that state was computed with it.
+        self._centre = _Centre(codes, scale, ids)
         self._state = (codes, scale, ids, row_of)
         self._checksums = sums
-        self._centre = _Centre(codes, scale, ids)
         if save and (missing or freed or self._dirty or self._cache_has_extras(cached, todo, missing)):
             self.save()  # a warm start whose rows all came from the cache does not rewrite it
         return len(missing)
