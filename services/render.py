@@ -42,6 +42,18 @@ def block_heading(memory: Memory, tier: str) -> str:
     return f"### {memory.id} ({memory.label}, {tier})"
 
 
+BlockKey = tuple[str, str, str, str]
+
+
+def block_key(memory: Memory, tier: str) -> BlockKey:
+    """What a memory's rendering at ``tier`` depends on, for caches of blocks and their counts.
+
+    The checksum covers the file's text; the label is the heading's type (and ``source``),
+    which a move to another folder changes without changing the text.
+    """
+    return (memory.id, memory.checksum, memory.label, tier)
+
+
 def memory_block(memory: Memory, tier: str) -> str:
     """A memory rendered at a tier: heading line plus the tier's text."""
     text = memory.tier_text(tier).strip()

@@ -3,7 +3,7 @@
 A query at 10,000 memories renders ~100 blocks; re-reading each one's text
 (``services/tier_source.py``: a file read, a checksum and a tier split) and
 re-counting it was a third of the query's CPU (docs/engine.md, "Start and
-latency"). This cache keeps, per (memory id, checksum, label, tier), the block's text
+latency"). This cache keeps, per ``render.block_key`` (memory id, checksum, label, tier), the block's text
 and its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
 counts the whole answer without re-tokenizing it.
 
@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from .block_store import CATALOG_CODE, L1_CODE, BlockStore
 from .model import Memory
-from .render import catalog_line, memory_block
+from .render import BlockKey, block_key, catalog_line, memory_block
 from .tokens import PieceCosts, TokenCounter, is_joinable
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
@@ -46,7 +46,7 @@ class BlockCache:
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._blocks: OrderedDict[tuple[str, str, str, str], RenderedBlock] = OrderedDict()
+        self._blocks: OrderedDict[BlockKey, RenderedBlock] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -58,8 +58,7 @@ class BlockCache:
         ``store``: where a missed L1 block or catalog line is looked up first; pass it only
         under the default counter (the costs it holds are that counter's).
         """
-        # the label too: a file moved to another folder keeps its checksum but not its type (the heading)
-        key = (memory.id, memory.checksum, memory.label, tier)
+        key = block_key(memory, tier)
         with self._lock:
             found = self._blocks.get(key)
             if found is not None:

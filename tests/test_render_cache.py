@@ -146,6 +146,36 @@ def test_engine_block_tokens_use_the_kept_counts_only_for_the_default_counter(tm
         engine.close()
 
 
+def test_engine_counts_follow_a_memory_moved_into_sources(tmp_path):
+    """Counts are kept per ``render.block_key``: a moved file keeps its checksum but its heading's label changes."""
+    from ctxos.services.engine import Engine
+    from ctxos.services.engine.derived import FLOOR_L2
+    from ctxos.services.render import block_key
+    from ctxos.services.tokens import BpeCounter, heuristic_floor
+
+    (tmp_path / "note.md").write_text("# Note\n\nA paragraph.\n\n<!-- L2 -->\nMore words here.\n", "utf-8")
+    engine = Engine(tmp_path)
+    engine.load()
+    try:
+        (memory,) = engine.list_memories()
+        moved = dataclasses.replace(memory, rel_path="sources/note.md")
+        assert moved.checksum == memory.checksum and moved.label != memory.label
+        heuristic = HeuristicCounter()
+        for tier in ("L1", "L2"):
+            assert engine.block_tokens(memory, tier) == heuristic.count(memory_block(memory, tier))
+        assert engine.block_tokens_at_least(moved, "L2") == heuristic_floor(memory_block(moved, "L2"))
+        assert engine.block_tokens_at_least(memory, "L2") == engine.block_tokens(memory, "L2")
+        assert engine.block_tokens(moved, "L2") == heuristic.count(memory_block(moved, "L2"))
+        assert engine.block_tokens(moved, "L2") > engine.block_tokens(memory, "L2")
+        assert block_key(moved, FLOOR_L2) in engine._token_cache
+        engine.counter = bpe = BpeCounter()
+        engine._token_cache = {}
+        assert engine.block_tokens(memory, "L1") == bpe.count(memory_block(memory, "L1"))
+        assert engine.block_tokens(moved, "L1") == bpe.count(memory_block(moved, "L1"))
+    finally:
+        engine.close()
+
+
 def test_l2_lower_bound_rules_out_upgrades_without_changing_the_plan(tmp_path):
     """``Engine.block_tokens_at_least`` is at most the count (kept per checksum), and ``plan_tiers`` with it
     plans the same tiers as without it at every room size, counting fewer L2 blocks when they cannot fit."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
-from ..render import catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
+from ..render import block_key, catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
 from ..tokens import default_counter, heuristic_floor, join_count
@@ -190,7 +190,7 @@ class DerivedState(EngineState):
         return heading_tokens(memory)
 
     def block_tokens(self, memory: Memory, tier: str) -> int:
-        """Tokens of a memory's rendered block at a tier (or ``CATALOG``), cached per checksum and counter.
+        """Tokens of a memory's rendered block at a tier (or ``CATALOG``), cached per ``render.block_key`` and counter.
 
         Under the default counter the L1 block and the catalog line are counted once
         per parse and kept on the memory (``render.l1_block_tokens``); L2 blocks (a
@@ -210,7 +210,7 @@ class DerivedState(EngineState):
                 return l1_block_tokens(memory)
             if tier == CATALOG:
                 return catalog_line_tokens(memory)
-        key = (memory.id, memory.checksum, tier)
+        key = block_key(memory, tier)
         value = self._token_cache.get(key)
         if value is None:
             if len(self._token_cache) > TOKEN_CACHE_MAX:
@@ -239,9 +239,9 @@ class DerivedState(EngineState):
         if tier != "L2" or self.counter is not default_counter():
             return self.block_tokens(memory, tier)
         cache = self._token_cache
-        value = cache.get((memory.id, memory.checksum, tier))
+        value = cache.get(block_key(memory, tier))
         if value is None:
-            key = (memory.id, memory.checksum, FLOOR_L2)
+            key = block_key(memory, FLOOR_L2)
             value = cache.get(key)
             if value is None:
                 if len(cache) > TOKEN_CACHE_MAX:
