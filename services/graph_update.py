@@ -76,7 +76,10 @@ class GraphTracker:
         self._links: dict[str, ResolvedLinks] = {}  # source id -> its resolved links
         # Compact groups (groups.py, as in the store), not sets: most entries hold one or two ids, and at
         # 10,000 memories ~19,000 entries plus ~5,000 tags held ~5 MiB more as sets.
-        self._dependents: dict[str, groups.Group] = {}  # catalog entry -> sources whose links read it
+        # hash(catalog entry) -> sources whose links read it. Keyed by the entry's hash, not its text: an
+        # int is half a ~67-byte entry string (~3.5 MiB at 100,000 memories, issue 16); two entries
+        # sharing a hash only make a patch re-resolve a few more links, to the same answers.
+        self._dependents: dict[int, groups.Group] = {}
         self._members: dict[str, groups.Group] = {}  # tag -> ids carrying it (tag_set)
         self.last_update = "none"  # what the last call did: "full", "patched" or "unchanged"
 
@@ -127,12 +130,12 @@ class GraphTracker:
         graph = graph_from_links(
             values, links, min_shared_tags=min_shared, max_tag_members=max_members, damping=damping, check=check
         )
-        dependents: dict[str, dict[str, None]] = defaultdict(dict)
+        dependents: dict[int, dict[str, None]] = defaultdict(dict)
         for source, resolved in links.items():
             rel_path = memories[source].rel_path
             for target, _ in resolved:
                 for key in catalog.link_lookups(target, rel_path):
-                    dependents[key][source] = None
+                    dependents[hash(key)][source] = None
         members: dict[str, list[str]] = defaultdict(list)
         if min_shared > 0:
             for memory in values:
@@ -165,7 +168,7 @@ class GraphTracker:
                     touched |= catalog.memory_lookups(memory)
         sources = set(changed)
         for key in touched:
-            sources.update(groups.members(self._dependents.get(key)))
+            sources.update(groups.members(self._dependents.get(hash(key))))
         known = set(memories)
         nodes_changed = len(known) != len(old) or not known.issuperset(old)
         graph = LinkGraph(
@@ -259,11 +262,11 @@ class GraphTracker:
         if before is not None:
             for target, _ in self._links.get(source, ()):
                 for key in catalog.link_lookups(target, before.rel_path):
-                    groups.discard(dependents, key, source)
+                    groups.discard(dependents, hash(key), source)
         if after is not None:
             for target, _ in links:
                 for key in catalog.link_lookups(target, after.rel_path):
-                    groups.add(dependents, key, source)
+                    groups.add(dependents, hash(key), source)
 
 
 def _found_alike(before: Memory, after: Memory) -> bool:

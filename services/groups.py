@@ -10,7 +10,8 @@ its order unless they sort it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 TUPLE_MAX = 16  # a group past this becomes a set (adding to a tuple copies it)
 
@@ -25,13 +26,20 @@ def members(group: Group | None) -> tuple[str, ...] | set[str]:
 
 
 def of(values: Sequence[str]) -> Group:
-    """The group holding ``values`` (distinct, at least one), in the form ``add`` would have left it."""
+    """The group holding ``values`` (distinct, at least one), built whole: the bare string, else a tuple.
+
+    A tuple of any size here, where ``add`` would have made a set past ``TUPLE_MAX``: a
+    group built whole is read far more often than changed, and a set holds each member in
+    a hash table (~32-64 bytes a member against a tuple's 8). The graph tracker's patch
+    maps, built this way at every full build, were 27 MiB as sets at 100,000 memories
+    (issue 16). The first ``add`` to a long tuple turns it into a set; ``discard`` copies it.
+    """
     if len(values) == 1:
         return values[0]
-    return tuple(values) if len(values) <= TUPLE_MAX else set(values)
+    return tuple(values)
 
 
-def add(table: dict[str, Group], key: str, value: str) -> None:
+def add(table: dict[Any, Group], key: Hashable, value: str) -> None:
     """Add ``value`` to the group at ``key``: the bare string, a tuple while small, then a set."""
     held = table.get(key)
     if held is None:
@@ -45,7 +53,7 @@ def add(table: dict[str, Group], key: str, value: str) -> None:
         table[key] = (*held, value) if len(held) < TUPLE_MAX else {*held, value}
 
 
-def discard(table: dict[str, Group], key: str, value: str) -> None:
+def discard(table: dict[Any, Group], key: Hashable, value: str) -> None:
     """Remove ``value`` from the group at ``key``; the key goes with its last member."""
     held = table.get(key)
     if held is None:

@@ -79,6 +79,20 @@ def _share(value: Any) -> Any:
     return value
 
 
+# Lists whose texts repeat across memories: at 100,000 generated memories 218,000 tags were
+# 4,800 distinct texts and 48,000 wikilinks 2,300 (~4.5 MiB of copies, issue 16). ``related``
+# (mostly distinct ids) is left out: the interpreter's table of shared texts would cost more.
+SHARED_TEXT_LISTS: tuple[str, ...] = ("tags", "wikilinks")
+
+
+def _share_texts(items: list[Any]) -> list[Any]:
+    """The same list with each text the interpreter's one shared copy (``sys.intern``).
+
+    Interned texts are freed with their last user, so the table holds only what memories hold.
+    """
+    return [sys.intern(item) if type(item) is str else item for item in items]
+
+
 _ROOTS: dict[str, Path] = {}  # workspace root text -> one shared Path (see ``Memory.release_text``)
 
 
@@ -150,7 +164,8 @@ class Memory:
     _root: Path | None = field(default=None, init=False, repr=False, compare=False)
     # The analysed tokens of the heading (summary line, title, id words, tags), set once per parse by
     # ``index.heading_tokens`` (builders set it before pickling; queries otherwise): hot fields only.
-    heading_tokens: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    # One space-separated text, not a tuple of token strings: 16.6 -> ~9 MiB at 100,000 (issue 16).
+    heading_tokens: str | None = field(default=None, init=False, repr=False, compare=False)
     # Tokens of the L1 block and of the catalog line under the default (heuristic) counter, set once per
     # parse by ``render.keep_counts`` (builders before pickling; queries otherwise; -1: not yet): the tier
     # planner costs every candidate without reading its file back. Two small ints (issue 16, h18q).
@@ -197,6 +212,8 @@ class Memory:
         for name, value in state.items():
             if not value and name in LINK_LISTS and isinstance(value, list):
                 value = NO_ITEMS
+            elif name in SHARED_TEXT_LISTS and type(value) is list:
+                value = _share_texts(value)
             elif name in SHARED_FIELDS:
                 value = _share(value)
             object.__setattr__(self, name, value)
@@ -207,6 +224,8 @@ class Memory:
             value = object.__getattribute__(self, name)
             if not value and value is not NO_ITEMS and isinstance(value, list):
                 object.__setattr__(self, name, NO_ITEMS)
+            elif value and name in SHARED_TEXT_LISTS and type(value) is list:
+                object.__setattr__(self, name, _share_texts(value))
         for name in SHARED_FIELDS:
             object.__setattr__(self, name, _share(object.__getattribute__(self, name)))
         if self._root is None and self._holds("path"):
@@ -242,11 +261,10 @@ class Memory:
         for name in COLD_FIELDS:
             if self._holds(name):
                 object.__delattr__(self, name)
-        # The few values thousands of memories repeat become one object each (the parse cache
-        # pickles and reads them back shared): the type, the tags, a display title equal to the title.
+        # The few values thousands of memories repeat become one object each (``__setstate__`` shares
+        # them again when the parse cache is read): the type, tag and link texts, a display title equal
+        # to the title.
         self.type = sys.intern(self.type)
-        if self.tags:
-            self.tags = [sys.intern(tag) if isinstance(tag, str) else tag for tag in self.tags]
         self._share_small_values()
         return True
 

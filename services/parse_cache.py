@@ -41,8 +41,9 @@ from .private_dir import ensure_private_dir
 
 log = logging.getLogger(__name__)
 
-# 2: released memories (no tiers or frontmatter dict); 3: no absolute path; 4: slotted Memory; 5: type and tags interned
-FORMAT = 5
+# 2: released memories (no tiers or frontmatter dict); 3: no absolute path; 4: slotted Memory; 5: type and tags
+# interned; 6: heading tokens as one text
+FORMAT = 6
 CACHE_FILENAME = "parsed-memories.cache"
 KEY_FILENAME = "cache-key"
 _MAC_BYTES = 32

@@ -36,9 +36,18 @@ def _link_key(text: str) -> str:
 
 
 def _loose_names(memory: Memory) -> tuple[str, ...]:
-    """The loose keys (``_link_key``) of a memory's title, frontmatter title, file stem and id."""
+    """The loose keys (``_link_key``) of a memory's title, frontmatter title, file stem and id.
+
+    A key equal to the id is the id's own string: most ids are already their loose form,
+    and a separate equal key was ~60 bytes a memory in the store's maps (issue 16).
+    """
     names = (memory.title, memory.frontmatter_title, stem_of(memory.rel_path), memory.id)
-    return tuple(dict.fromkeys(_link_key(name) for name in names if name))
+    return tuple(dict.fromkeys(_shared(_link_key(name), memory.id) for name in names if name))
+
+
+def _shared(key: str, memory_id: str) -> str:
+    """``key``, or the equal id string that the store holds anyway (one object instead of two)."""
+    return memory_id if key == memory_id else key
 
 
 def _side_stem(side: str, source: str | None) -> str:
@@ -323,7 +332,7 @@ class MemoryStore:
         self.memories[memory.id] = memory
         self.by_path[memory.rel_path] = memory
         stem = stem_of(memory.rel_path)
-        groups.add(self._by_stem, stem.casefold(), memory.rel_path)
+        groups.add(self._by_stem, _shared(stem.casefold(), memory.id), memory.rel_path)
         for key in _loose_names(memory):
             groups.add(self._loose, key, memory.id)
 

@@ -35,12 +35,32 @@ def test_groups_follow_a_plain_dict_of_sets_through_random_adds_and_discards() -
     assert groups.members(None) == () and groups.members("memory-1") == ("memory-1",)
 
 
-def test_a_group_made_at_once_has_the_form_adding_one_by_one_leaves() -> None:
-    """``of`` (a full build) and ``add`` (a patch) agree: bare string, tuple up to TUPLE_MAX, then a set."""
+def test_a_group_made_at_once_holds_what_adding_one_by_one_holds_in_a_tuple() -> None:
+    """``of`` (a full build) and ``add`` (a patch) hold the same members; ``of`` keeps a long group
+    as a tuple (8 bytes a member, where ``add`` past TUPLE_MAX makes a set)."""
     for size in (1, 2, groups.TUPLE_MAX, groups.TUPLE_MAX + 1, 40):
         values = [f"memory-{i}" for i in range(size)]
         table: dict[str, groups.Group] = {}
         for value in values:
             groups.add(table, "k", value)
         made = groups.of(values)
-        assert type(made) is type(table["k"]) and made == table["k"], size
+        assert set(groups.members(made)) == set(groups.members(table["k"])), size
+        assert made == values[0] if size == 1 else made == tuple(values), size
+
+
+def test_a_long_tuple_built_whole_follows_adds_and_discards() -> None:
+    """A group ``of`` built past TUPLE_MAX changes as a dict of sets would (a patch after a full build)."""
+    rng = random.Random(17)
+    values = [f"memory-{i}" for i in range(60)]
+    table: dict[str, groups.Group] = {"k": groups.of(values[:40])}
+    reference = set(values[:40])
+    for _ in range(2_000):
+        value = rng.choice(values)
+        if rng.random() < 0.5:
+            groups.add(table, "k", value)
+            reference.add(value)
+        else:
+            groups.discard(table, "k", value)
+            reference.discard(value)
+        assert set(groups.members(table.get("k"))) == reference
+        assert len(list(groups.members(table.get("k")))) == len(reference)

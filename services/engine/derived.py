@@ -138,7 +138,26 @@ class DerivedState(EngineState):
 
     def set_community_of(self, mapping: Mapping[str, int] | None) -> None:
         """Give the scorer a community map (the communities module / daemon calls this)."""
-        self._community_override = mapping
+        self._community_override = self._held_communities(mapping)
+
+    def _held_communities(self, mapping: Mapping[str, int] | None) -> dict[str, int] | None:
+        """``mapping`` as the engine keeps it: keyed by the store's own id strings, one int per community.
+
+        Read from ``communities.json``, every key was a fresh copy of an id the store holds
+        already, and every community number past 256 an int of its own: ~6 MiB at 100,000
+        memories, held as long as the map (issue 16). Ids the store does not know keep theirs.
+        """
+        if mapping is None:
+            return None
+        memories = self.store.memories
+        numbers: dict[int, int] = {}
+        held: dict[str, int] = {}
+        for mid, community in mapping.items():
+            memory = memories.get(mid)
+            held[memory.id if memory is not None and memory.id == mid else mid] = numbers.setdefault(
+                community, community
+            )
+        return held
 
     def community_of(self, *, stale_ok: bool = False) -> Mapping[str, int] | None:
         """Community per memory id, for the +community_bonus graph signal; None when unknown.
@@ -175,7 +194,7 @@ class DerivedState(EngineState):
         mapping: Mapping[str, int] | None = None
         try:
             cmap = load_communities(self.root)
-            mapping = cmap.community_of() if cmap is not None else None
+            mapping = self._held_communities(cmap.community_of()) if cmap is not None else None
         except Exception as exc:  # a damaged cache file must not break queries
             log.warning("communities unavailable: %s", exc)
         self._communities, self._communities_stamp = (generation, mapping), stamp

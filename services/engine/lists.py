@@ -16,6 +16,7 @@ checks patched == full after sequences of edits.
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
@@ -58,7 +59,11 @@ class QueryLists:
     """The three lists for one store generation, and the snapshot they were computed from."""
 
     generation: int
-    basis: dict[str, tuple[Memory, float]]  # id -> (the object, its mtime then)
+    basis: dict[str, Memory]  # id -> the object the lists were computed from
+    # Each basis memory's mtime then, in the basis's order: a touch (same bytes, new mtime) moves a
+    # memory's mtime in place. An array, not a (memory, mtime) tuple per memory: 8 bytes instead of
+    # ~64, 8 MiB at 100,000 memories (issue 16).
+    mtimes: array[float]
     pinned: list[str]  # sorted ids of rules and always_load memories
     important: list[str]  # best first
     important_complete: bool  # every candidate is in the list (nothing below it was cut)
@@ -80,7 +85,8 @@ def compute(memories: Mapping[str, Memory], generation: int, size: int = LIST_SI
                 important.append(memory)
     return QueryLists(
         generation,
-        {mid: (memory, memory.mtime) for mid, memory in snapshot.items()},
+        snapshot,
+        _mtimes(snapshot),
         sorted(pinned),
         [m.id for m in heapq.nsmallest(size, important, key=_importance_key)],
         len(important) <= size,
@@ -96,12 +102,16 @@ def patch(previous: QueryLists, memories: Mapping[str, Memory], generation: int,
         return None
     snapshot = dict(memories)
     old = previous.basis
-    changed = {mid for mid, memory in snapshot.items() if (entry := old.get(mid)) is None or entry[0] is not memory}
+    changed = {mid for mid, memory in snapshot.items() if old.get(mid) is not memory}
     changed.update(mid for mid in old if mid not in snapshot)
     if len(changed) > MAX_CHANGED:
         return None
     # A memory whose mtime moved in place (a touch: same bytes, new mtime) changed its keys too.
-    changed.update(mid for mid, (memory, mtime) in old.items() if mid not in changed and memory.mtime != mtime)
+    changed.update(
+        mid
+        for (mid, memory), mtime in zip(old.items(), previous.mtimes, strict=True)
+        if mid not in changed and _mtime(memory) != mtime
+    )
     if len(changed) > MAX_CHANGED:
         return None
     entered = [snapshot[mid] for mid in changed if mid in snapshot]
@@ -115,16 +125,25 @@ def patch(previous: QueryLists, memories: Mapping[str, Memory], generation: int,
     (important_ids, important_complete), (recent_ids, recent_complete) = important, recent
     if (len(important_ids) < size and not important_complete) or (len(recent_ids) < size and not recent_complete):
         return None
-    basis = dict(old)
+    # The unchanged keep the mtime recorded with them: one touched meanwhile is found by the next patch.
+    basis: dict[str, Memory] = {}
+    mtimes = array("d")
+    for (mid, memory), mtime in zip(old.items(), previous.mtimes, strict=True):
+        if mid in changed:
+            memory = snapshot.get(mid)
+            if memory is None:
+                continue
+            mtime = _mtime(memory)
+        basis[mid] = memory
+        mtimes.append(mtime)
     for mid in changed:
-        memory = snapshot.get(mid)
-        if memory is None:
-            basis.pop(mid, None)
-        else:
-            basis[mid] = (memory, memory.mtime)
+        if mid not in old and (memory := snapshot.get(mid)) is not None:
+            basis[mid] = memory
+            mtimes.append(_mtime(memory))
     return QueryLists(
         generation,
         basis,
+        mtimes,
         pinned,
         important_ids[:size],
         important_complete and len(important_ids) <= size,
@@ -132,6 +151,15 @@ def patch(previous: QueryLists, memories: Mapping[str, Memory], generation: int,
         recent_complete and len(recent_ids) <= size,
         size,
     )
+
+
+def _mtime(memory: Memory) -> float:
+    return float(memory.mtime or 0.0)  # as the keys read it (None sorts as 0)
+
+
+def _mtimes(basis: dict[str, Memory]) -> array[float]:
+    """The basis memories' mtimes now, in the basis's order."""
+    return array("d", [_mtime(memory) for memory in basis.values()])
 
 
 def _not_pinned(memory: Memory) -> bool:
