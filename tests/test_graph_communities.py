@@ -215,3 +215,22 @@ def test_refreshed_graph_rereads_the_community_map_only_when_the_file_was_rewrit
         assert engine.community_of(stale_ok=True) == moved  # rewritten: read again
     finally:
         engine.close()
+
+
+def test_the_engine_keeps_a_community_map_keyed_by_its_own_ids(make_workspace) -> None:
+    """Read from communities.json, each key was a fresh copy of an id the store holds (~6 MiB at
+    100,000 memories, issue 16): the engine keeps the store's strings, and ids it does not know as given."""
+    root = make_workspace({f"05-resources/note-{i}.md": memory_text(f"note-{i}", f"Note {i}.") for i in range(3)})
+    engine = Engine(root)
+    engine.load()
+    try:
+        given = {"".join(["note-", str(i)]): 300 + i % 2 for i in range(3)} | {"gone": 7}
+        engine.set_community_of(given)
+        held = engine.community_of()
+        assert held == given
+        for key in held:
+            memory = engine.get_memory(key)
+            assert (key is memory.id) if memory is not None else key == "gone"
+        assert held["note-0"] is held["note-2"]  # one int per community
+    finally:
+        engine.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pickle
 
 from ctxos.services import tier_source
+from ctxos.services.analysis import index_tokens
 from ctxos.services.engine import Engine
+from ctxos.services.index import heading_text
 from ctxos.services.model import COLD_FIELDS
 from ctxos.services.workspace import load_memory
 from daemon_helpers import memory_text
@@ -153,3 +155,41 @@ def test_a_memory_being_released_reads_its_text_at_every_step(make_workspace, mo
     assert memory.release_text(tier_source.read_cold)
     assert [l1 for l1, _ in seen] == [memory.l1, memory.l1] and "clean tree" in memory.l1
     assert {p for _, p in seen} == {str(root / "05-resources" / "deploy.md")}
+
+
+def test_released_memories_share_the_values_they_repeat(make_workspace) -> None:
+    """Issue 16, at 100,000 memories: tag and link texts (218,000 tags, 4,800 distinct), file sizes,
+    the hot values of a memory titled by its heading, the heading's tokens as one text, and store keys
+    equal to an id were each a separate object per memory. Cold (a full parse) and warm (the parse
+    cache read back) alike, the repeats are one object, and every value reads as before."""
+    body = "# {title}\n\nSee [[plain]] and [[deploy]] before the release; the steps are the same each time.\n" + (
+        "Keep the notes of each run beside the checklist, so the next person finds them.\n" * 3
+    )
+    root = make_workspace(
+        {
+            "05-resources/alpha.md": memory_text("alpha", body.format(title="Alpha steps"), tags=["ops", "release"]),
+            "05-resources/bravo.md": memory_text("bravo", body.format(title="Bravo steps"), tags=["ops", "release"]),
+            "05-resources/deploy.md": memory_text("deploy", LONG_BODY, title="Release steps"),
+            "05-resources/plain.md": memory_text("plain", "One short paragraph."),
+        }
+    )
+    for attempt in ("cold", "warm"):
+        engine = _engine(root)
+        try:
+            alpha, bravo, deploy = (engine.get_memory(i) for i in ("alpha", "bravo", "deploy"))
+            assert alpha.tags == ["ops", "release"] and alpha.tags[1] is bravo.tags[1], attempt
+            assert alpha.wikilinks == ["plain", "deploy"] and alpha.wikilinks[0] is bravo.wikilinks[0], attempt
+            assert alpha.size == bravo.size > 256 and alpha.size is bravo.size, attempt
+            assert alpha.display_title == "Alpha steps" and bravo.display_title == "Bravo steps", attempt
+            assert alpha.__getstate__()["_hot"] is bravo.__getstate__()["_hot"], attempt  # (flags, None, ...)
+            assert deploy.display_title == "Release steps" and deploy.frontmatter_title == "Release steps", attempt
+            assert deploy.has_l2 and deploy.explicit_id and alpha.explicit_id and not alpha.has_l2, attempt
+            tokens = engine.heading_tokens(alpha)
+            analysed = index_tokens(heading_text(alpha) + "\n" + " ".join(alpha.tags))
+            assert tokens == tuple(sorted(set(analysed))) and "alpha" in tokens, attempt
+            assert alpha.__getstate__()["heading_tokens"] == " ".join(tokens), attempt
+            stem_key = next(key for key in engine.store._by_stem if key == "alpha")
+            loose_key = next(key for key in engine.store._loose if key == "alpha")
+            assert stem_key is alpha.id and loose_key is alpha.id, attempt
+        finally:
+            engine.close()
