@@ -230,16 +230,21 @@ class Memory:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Every field as pickled, then the few that are shared are replaced by name: one branch per
+        # shared field, not a test of every field (100,000 memories are read back at a warm start).
+        setattr_ = object.__setattr__
         for name, value in state.items():
-            if not value and name in LINK_LISTS and isinstance(value, list):
-                value = NO_ITEMS
-            elif name in SHARED_TEXT_LISTS and type(value) is list:
-                value = _share_texts(value)
-            elif name in SHARED_FIELDS:
-                value = _share(value)
-            elif name == "_hot" and value is not None:
-                value = _plain_hot(value, state.get("title", ""))
-            object.__setattr__(self, name, value)
+            setattr_(self, name, value)
+        for name in LINK_LISTS:
+            value = state.get(name)
+            if type(value) is list:
+                setattr_(self, name, _share_texts(value) if value and name in SHARED_TEXT_LISTS else value or NO_ITEMS)
+        for name in SHARED_FIELDS:
+            if name in state:
+                setattr_(self, name, _share(state[name]))
+        hot = state.get("_hot")
+        if hot is not None:
+            setattr_(self, "_hot", _plain_hot(hot, state.get("title", "")))
 
     def _share_small_values(self) -> None:
         """Empty tag/link lists become the shared ``NO_ITEMS``; ``path`` is dropped for the shared root."""
