@@ -273,7 +273,7 @@ class Memory:
         meta = self.metadata if self._holds("metadata") else {}
         meta = meta if isinstance(meta, dict) else {}
         title = meta.get("title")
-        hot = (
+        hot: HotValues = (
             bool(self.l2.strip()) if self._holds("l2") else False,
             self.display_title,
             meta.get("id") is not None,

@@ -128,18 +128,18 @@ def patch(previous: QueryLists, memories: Mapping[str, Memory], generation: int,
     # The unchanged keep the mtime recorded with them: one touched meanwhile is found by the next patch.
     basis: dict[str, Memory] = {}
     mtimes = array("d")
-    for (mid, memory), mtime in zip(old.items(), previous.mtimes, strict=True):
+    for (mid, kept), mtime in zip(old.items(), previous.mtimes, strict=True):
         if mid in changed:
-            memory = snapshot.get(mid)
-            if memory is None:
+            now = snapshot.get(mid)
+            if now is None:
                 continue
-            mtime = _mtime(memory)
-        basis[mid] = memory
+            kept, mtime = now, _mtime(now)
+        basis[mid] = kept
         mtimes.append(mtime)
     for mid in changed:
-        if mid not in old and (memory := snapshot.get(mid)) is not None:
-            basis[mid] = memory
-            mtimes.append(_mtime(memory))
+        if mid not in old and (entered_now := snapshot.get(mid)) is not None:
+            basis[mid] = entered_now
+            mtimes.append(_mtime(entered_now))
     return QueryLists(
         generation,
         basis,
