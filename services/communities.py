@@ -277,7 +277,7 @@ def refresh_communities(engine: Any, force: bool = False) -> tuple[CommunityMap,
     )
     setter = getattr(engine, "set_community_of", None)
     if callable(setter):
-        setter(dict(cmap.communities))
+        setter(cmap.communities)  # the engine keeps its own copy, keyed by its ids (set_community_of)
     return cmap, recomputed
 
 

@@ -94,6 +94,13 @@ def _share_texts(items: list[Any]) -> list[Any]:
     return [sys.intern(item) if type(item) is str else item for item in items]
 
 
+def _shared_list(name: str, value: list[Any]) -> list[Any]:
+    """A tag/link list (``LINK_LISTS``) as memories hold it: empty as ``NO_ITEMS``, repeated texts shared."""
+    if not value:
+        return NO_ITEMS
+    return _share_texts(value) if name in SHARED_TEXT_LISTS else value
+
+
 HotValues = tuple[bool, str | None, bool, str]  # has L2, display title (None: the title), explicit id, fm title
 _PLAIN_HOT: dict[HotValues, HotValues] = {}  # at most 4: the two flags, no title of their own
 
@@ -237,8 +244,8 @@ class Memory:
             setattr_(self, name, value)
         for name in LINK_LISTS:
             value = state.get(name)
-            if type(value) is list:
-                setattr_(self, name, _share_texts(value) if value and name in SHARED_TEXT_LISTS else value or NO_ITEMS)
+            if type(value) is list:  # not NO_ITEMS, which pickles as itself
+                setattr_(self, name, _shared_list(name, value))
         for name in SHARED_FIELDS:
             if name in state:
                 setattr_(self, name, _share(state[name]))
@@ -247,13 +254,11 @@ class Memory:
             setattr_(self, "_hot", _plain_hot(hot, state.get("title", "")))
 
     def _share_small_values(self) -> None:
-        """Empty tag/link lists become the shared ``NO_ITEMS``; ``path`` is dropped for the shared root."""
+        """Tag/link lists and small values shared (``_shared_list``, ``_share``); ``path`` dropped for the shared root."""
         for name in LINK_LISTS:
             value = object.__getattribute__(self, name)
-            if not value and value is not NO_ITEMS and isinstance(value, list):
-                object.__setattr__(self, name, NO_ITEMS)
-            elif value and name in SHARED_TEXT_LISTS and type(value) is list:
-                object.__setattr__(self, name, _share_texts(value))
+            if type(value) is list:  # not NO_ITEMS already
+                object.__setattr__(self, name, _shared_list(name, value))
         for name in SHARED_FIELDS:
             object.__setattr__(self, name, _share(object.__getattribute__(self, name)))
         if self._root is None and self._holds("path"):

@@ -23,6 +23,7 @@ from ..graph_update import GraphTracker
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
 from ..progress import Progress, ProgressCallback
+from ..render import BlockKey
 from ..render_cache import BlockCache
 from ..semantic import PrototypeClassifier, VectorIndex
 from ..signals import KeywordOverlapScorer, SemanticScorer
@@ -79,7 +80,7 @@ class EngineState:
         self._communities: tuple[int, Mapping[str, int] | None] | None = None
         self._communities_stamp: tuple[int, int, int] | None = None  # (inode, mtime, size) of the file read
         self._community_override: Mapping[str, int] | None = None
-        self._token_cache: dict[tuple[str, str, str, str], int] = {}  # render.block_key -> tokens
+        self._token_cache: dict[BlockKey, int] = {}  # render.block_key -> tokens
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
         self._block_store = BlockStore()  # blocks the last build's builders rendered (services/block_store.py)
         self._loaded = False
