@@ -645,6 +645,10 @@ class MemoryIndex:
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
+    def generation_key(self) -> tuple[int, int]:
+        """The committed generation queries read now (changes with every commit; caches derived from hits key on it)."""
+        return self._generation_of(self._searcher()).key
+
     def _generation_of(self, searcher: Searcher) -> Generation:
         """The searcher's generation (a new one after each commit; segment reads are kept across them)."""
         key = (id(self._ix), searcher.reader().generation())  # a recreated index restarts numbering

@@ -45,6 +45,7 @@ from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER
 from .query_dates import QueryDates, date_weights, find_dates
+from .query_facts import FactsMemo, QueryFacts, engine_state, gathered_of, values_of
 from .render import (
     SECTION_CATALOG,
     SECTION_MEMORIES,
@@ -55,7 +56,14 @@ from .render import (
 )
 from .render_cache import CATALOG
 from .semantic.scorer import query_text
-from .signals import Candidate, build_query_terms, normalise_weights, rescore_graph, score_candidates
+from .signals import (
+    Candidate,
+    QueryTerms,
+    build_query_terms,
+    normalise_weights,
+    rescore_graph,
+    score_candidates,
+)
 
 NEIGHBOUR_SEEDS = 5  # best first-pass candidates whose graph neighbours become candidates
 GRAPH_SEEDS = 3  # best first-pass candidates the graph signal and community bonus refer to
@@ -205,9 +213,17 @@ def gather_candidates(
 
 
 def add_neighbours(
-    engine: Any, expanded: ExpandedQuery, candidates: dict[str, Candidate], seeds: list[str]
+    engine: Any,
+    expanded: ExpandedQuery,
+    candidates: dict[str, Candidate],
+    seeds: list[str],
+    facts: QueryFacts | None = None,
 ) -> list[Candidate]:
-    """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first; returns the new ones."""
+    """Up to ``query.neighbour_limit`` link-graph neighbours of ``seeds``, highest authority first; returns the new ones.
+
+    The new ones ``facts`` knows (this query scored them before) get their values
+    from it; the rest are scored against the index and have ``heading`` still empty.
+    """
     limit = max(0, _int_setting(engine.config, "query.neighbour_limit", 40))
     if not limit:
         return []
@@ -227,7 +243,7 @@ def add_neighbours(
         if cand is not None:
             cand.reason = "neighbour"
             added.append(cand)
-    _score_bm25(engine, expanded, added)
+    _score_bm25(engine, expanded, [c for c in added if facts is None or not facts.fill(c)])
     return added
 
 
@@ -251,7 +267,14 @@ def score_query(
     sets the candidate depth (``candidate_depth``).
     """
     config = engine.config
-    detection = resolve_intent_detail(engine, query, intent)
+    if budget is None:
+        budget = _int_setting(config, "query.default_budget", 4000)
+    memo: FactsMemo | None = getattr(engine, "query_facts", None)
+    state = engine_state(engine) if memo is not None else None
+    facts_key = (query, intent, budget)
+    facts = memo.get(state, facts_key) if memo is not None and state is not None else None
+    detection = facts.detection if facts is not None else resolve_intent_detail(engine, query, intent)
+    understood = detection  # before the dates' note: what the facts keep
     intent = detection.intent
     row = weights if weights is not None else (config.get(f"weights.{intent}") or config.get("weights.default"))
     weight_row = normalise_weights(row)
@@ -259,17 +282,22 @@ def score_query(
     if dates and weights is None:  # a caller's own row (benchmarks' BM25-only) is left as given
         weight_row = date_weights(weight_row, dates)
         detection = IntentDetection(detection.intent, f"{detection.reason}; {_named(dates)}", detection.scores)
-    expanded = expand_query(query, config.get("synonyms", {}) or {})
-    if budget is None:
-        budget = _int_setting(config, "query.default_budget", 4000)
-    depth = candidate_depth(config, expanded, budget)
+    expanded = facts.expanded if facts is not None else expand_query(query, config.get("synonyms", {}) or {})
     semantic = engine.semantic
-    pool = gather_candidates(engine, expanded, depth, _query_vector(engine, expanded))
-    join_federated(
-        engine, pool, lambda other: gather_candidates(other, expanded, depth, _query_vector(other, expanded))
-    )
+    pool = facts.candidates(engine.store.get) if facts is not None else None
+    if pool is None:  # not kept, or the store no longer holds one of them: gather again
+        facts = None
+        depth = candidate_depth(config, expanded, budget)
+        pool = gather_candidates(engine, expanded, depth, _query_vector(engine, expanded))
+        join_federated(
+            engine, pool, lambda other: gather_candidates(other, expanded, depth, _query_vector(other, expanded))
+        )
+    gathered = gathered_of(pool) if facts is None and state is not None else ()
+    terms: QueryTerms | None = None
     if pool:
-        terms = build_query_terms(expanded, analyze, engine.index.idf)
+        terms = facts.terms if facts is not None else None
+        if terms is None:
+            terms = build_query_terms(expanded, analyze, engine.index.idf)
         graph = engine.graph(stale_ok=True)
         options = dict(
             terms=terms,
@@ -283,14 +311,15 @@ def score_query(
             community_bonus=_float_setting(config, "graph.community_bonus", 0.08),
             dates=dates,
         )
-        _headings(engine, pool.values())
+        if facts is None:  # kept facts hold every gathered candidate's headings
+            _headings(engine, pool.values())
         first = list(pool.values())
         frequency = engine.access_log.frequency_scores(c.memory.id for c in first)
         score_candidates(first, frequency=frequency, graph_seeds=None, **options)
         ranked = [c.memory.id for c in sorted(first, key=_rank_key) if "pinned" not in c.sources]
-        added = add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS])
+        added = add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS], facts)
         if added:
-            _headings(engine, added)
+            _headings(engine, [c for c in added if facts is None or c.memory.id not in facts.values])
             everything = list(pool.values())
             frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
             score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
@@ -304,6 +333,13 @@ def score_query(
                 community_bonus=options["community_bonus"],
                 seeds=ranked[:GRAPH_SEEDS],
             )
+    if memo is not None and state is not None:
+        if facts is None:
+            values = {mid: values_of(cand) for mid, cand in pool.items()}
+            memo.put(state, facts_key, QueryFacts(understood, expanded, terms, gathered, values))
+        else:  # neighbours this query had not scored before
+            memo.grew(state, facts.learn(pool))
+            memo.grew(state, facts.learn(pool))
     candidates = sorted(pool.values(), key=_rank_key)
     return ScoredQuery(
         query,

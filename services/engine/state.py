@@ -23,6 +23,7 @@ from ..graph_update import GraphTracker
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
 from ..progress import Progress, ProgressCallback
+from ..query_facts import FactsMemo
 from ..render import BlockKey
 from ..render_cache import BlockCache
 from ..semantic import PrototypeClassifier, VectorIndex
@@ -81,6 +82,8 @@ class EngineState:
         self._communities_stamp: tuple[int, int, int] | None = None  # (inode, mtime, size) of the file read
         self._community_override: Mapping[str, int] | None = None
         self._token_cache: dict[BlockKey, int] = {}  # render.block_key -> tokens
+        # What recent queries found that only the engine's state changes (services/query_facts.py)
+        self.query_facts = FactsMemo()
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
         self._block_store = BlockStore()  # blocks the last build's builders rendered (services/block_store.py)
         self._loaded = False

@@ -133,6 +133,8 @@ class VectorIndex:
         self.cache_problem: str | None = None
         self._centre = _Centre(self._state[0], self._state[1], [])
         self._nearest_memo = _NearestMemo(self._state)
+        # Moves on with every state published: what is derived from the rows keys on it (query_facts.py)
+        self.version = 0
 
     @property
     def name(self) -> str:
@@ -308,6 +310,7 @@ class VectorIndex:
         # ``nearest`` keeps for that state was computed with it.
         self._centre = _Centre(codes, scale, ids)
         self._state = (codes, scale, ids, row_of)
+        self.version += 1
         self._checksums = sums
         if save and (missing or freed or self._dirty or self._cache_has_extras(cached, todo, missing)):
             self.save()  # a warm start whose rows all came from the cache does not rewrite it
