@@ -177,3 +177,33 @@ def test_expected_checksum_catches_edit_without_version_bump(make_workspace):
             expected_checksum=read_checksum,
         )
     assert "person's edit" in (root / "04-skills/s.md").read_text()
+
+
+def test_a_version_served_in_a_context_answer_catches_an_unversioned_edit(make_workspace):
+    """``get_context`` notes the version of every memory it serves (``note_served_all``, one lock for all):
+    an agent saving with that version after a person's edit that kept it is refused, and the edit stays."""
+    from ctxos.services.engine import Engine
+    from ctxos.services.engine.facade import AMBIGUOUS_VERSION
+
+    root = make_workspace(
+        {
+            "04-skills/s.md": "---\nid: s\nversion: 2\nl0: Deploy skill\n---\nHow we deploy.\n",
+            "04-skills/t.md": "---\nid: t\nl0: Rollback skill\n---\nHow we deploy a rollback.\n",
+        }
+    )
+    engine = Engine(root)
+    engine.load()
+    try:
+        served = engine.execute_context_query("how we deploy", 800, record_access=False).selected
+        assert {"s", "t"} <= {chosen.id for chosen in served}
+        engine.note_served_all(engine.store.get(chosen.id) for chosen in served)
+        assert engine.served_checksum("s", 2) == engine.store.get("s").checksum
+        (root / "04-skills/s.md").write_text("---\nid: s\nversion: 2\nl0: Deploy skill\n---\nperson's edit\n")
+        engine.apply_changes([root / "04-skills/s.md"])
+        with pytest.raises(writes.WriteConflict, match="checksum differs"):
+            engine.save_memory(type="skill", id="s", content="agent", l0="x", expected_version=2)
+        assert "person's edit" in (root / "04-skills/s.md").read_text()
+        engine.note_served_all([engine.store.get("s")])  # the same version served with two contents
+        assert engine.served_checksum("s", 2) == AMBIGUOUS_VERSION
+    finally:
+        engine.close()
