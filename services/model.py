@@ -21,6 +21,7 @@ SIGNALS: tuple[str, ...] = ("semantic", "bm25", "graph", "recency", "importance"
 
 
 COLD_FIELDS: tuple[str, ...] = ("l1", "l2", "metadata")
+BOTH_TIERS = "tiers"  # what a text source is asked for to give (l1, l2) at once (``Memory.tier_texts``)
 LINK_LISTS: tuple[str, ...] = ("tags", "related", "requires", "optional", "wikilinks")
 
 
@@ -381,6 +382,14 @@ class Memory:
         stem = self.rel_path.rsplit("/", 1)[-1]
         return stem[:-3] if stem.endswith(".md") else stem or self.id
 
+    def tier_texts(self) -> tuple[str, str]:
+        """``(l1, l2)``; a released memory's from one read-back (one lookup, not one per field)."""
+        source = self._text_source
+        if source is None or self._holds("l1"):
+            return self.l1, self.l2
+        texts: tuple[str, str] = source(self, BOTH_TIERS)
+        return texts
+
     def tier_text(self, tier: str) -> str:
         """Text of the memory at a tier: L0 the line, L1 the paragraph, L2 everything."""
         if tier == "L0":
@@ -388,7 +397,7 @@ class Memory:
         if tier == "L1":
             return self.l1 or self.l0
         if tier == "L2":
-            parts = [p for p in (self.l1, self.l2) if p]
+            parts = [p for p in self.tier_texts() if p]
             return "\n\n".join(parts) if parts else self.l0
         raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
 

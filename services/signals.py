@@ -132,9 +132,10 @@ class KeywordOverlapScorer:
             return text
         text = self._older.get(key)
         if text is None:
-            text = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{memory.l1}\n{memory.l2}".lower().encode(
-                "utf-8", "surrogatepass"
-            )
+            l1, l2 = memory.tier_texts()  # a released memory's file read back once for both
+            whole = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{l1}\n{l2}"
+            # ASCII: bytes.lower() is str.lower() then encode, ~5x faster (only A-Z change either way)
+            text = whole.encode("ascii").lower() if whole.isascii() else whole.lower().encode("utf-8", "surrogatepass")
         if memory.checksum:
             if self._lower_bytes + len(text) > LOWER_CACHE_BYTES:
                 self._older, self._lower, self._lower_bytes = self._lower, {}, 0

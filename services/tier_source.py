@@ -39,7 +39,7 @@ from .memory_file import (
     split_frontmatter,
     split_tiers,
 )
-from .model import Memory
+from .model import BOTH_TIERS, Memory
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,11 @@ _EMPTY = _Entry("", "", "")
 
 
 def read_cold(memory: Memory, name: str) -> Any:
-    """The cold field ``name`` (``l1``, ``l2`` or ``metadata``) of a released memory, from its file."""
+    """The cold field ``name`` (``l1``, ``l2`` or ``metadata``) of a released memory, from its file;
+    ``model.BOTH_TIERS``: ``(l1, l2)``."""
     entry = _entry(memory)
+    if name == BOTH_TIERS:
+        return entry.l1, entry.l2
     if name == "metadata":
         if entry.meta is None:
             try:

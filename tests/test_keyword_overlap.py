@@ -63,3 +63,25 @@ def test_terms_made_without_phrase_tokens_read_every_text(tmp_path):
     cand = Candidate(memory)  # nothing matched: the prefilter alone would skip it
     value = KeywordOverlapScorer().score(bare, [cand])["m"]
     assert reads and value == 0.25  # the phrase found, no coverage credit without matched tokens
+
+
+def test_a_text_is_read_once_for_both_tiers_and_lowered_as_str_lower_does(tmp_path):
+    """The phrase text is the file read back once (``Memory.tier_texts``: one lookup for L1 and L2), lowered
+    as ``str.lower`` lowers it: bytes for ASCII text (the same letters change), ``str.lower`` otherwise."""
+    clear_cache()
+    ascii_memory, ascii_reads = _released(
+        tmp_path, "ascii", "Nightly SQL Server BACKUPS.\n\n<!-- L2 -->\nMore SQL SERVER notes."
+    )
+    accented, accented_reads = _released(tmp_path, "accented", "Élèves de l'ÉCOLE NORMALE Supérieure, à Paris.")
+    scorer = KeywordOverlapScorer()
+    assert scorer._memory_text_lower(ascii_memory) == (
+        f"ascii\n{ascii_memory.title}\n\nNightly SQL Server BACKUPS.\nMore SQL SERVER notes.".lower().encode()
+    )
+    assert ascii_reads == ["tiers"]  # one read-back for L1 and L2 together
+    assert "école normale".encode() in scorer._memory_text_lower(accented) and accented_reads == ["tiers"]
+    terms = build_query_terms(expand_query("école normale", {}), analyze, lambda _t: 1.0)
+    found = scorer.score(terms, [_candidate(accented, "école normale")])["accented"]
+    missing = KeywordOverlapScorer().score(
+        QueryTerms(terms.expanded, terms.group_tokens, terms.group_weights, []), [_candidate(accented, "école normale")]
+    )["accented"]
+    assert found > 0.75 * missing  # the phrase share counted
