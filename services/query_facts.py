@@ -16,7 +16,7 @@ result depends only on the query and the engine's state (issue 16; docs/engine.m
 ``QueryFacts`` holds those for one query; ``FactsMemo`` holds the facts of
 recent queries for one engine state and forgets them all when any part of that
 state moves on: a store generation, an index commit, a new set of embedding
-rows, another config, semantic scorer or intent classifier (``engine_state``).
+rows, another config, semantic scorer or embedding model (``engine_state``).
 What may differ between two asks of one query is computed every time: recency
 (the clock), frequency (the access log), the graph signal and the neighbours
 (a background refresh replaces the graph), the composite scores, the tiers and
@@ -108,23 +108,24 @@ def engine_state(engine: Any) -> tuple[object, ...] | None:
     """What the kept facts depend on, compared item by item with ``is`` (None: keep nothing for this engine).
 
     The store generation, the index's committed generation and the embedding
-    rows' version are numbers; the config, the semantic scorer and the intent
-    classifier are the objects themselves (a reload replaces them). A
-    federated query is not kept: other workspaces' states would join the key.
+    rows' version are numbers; the config, the semantic scorer and the embedding
+    model are the objects themselves (a reload replaces them; the intent
+    classifier is built from the model and the fixed prototypes, so the model
+    stands for it without building one). A federated query is not kept: other
+    workspaces' states would join the key.
     """
     index = getattr(engine, "index", None)
     key_of = getattr(index, "generation_key", None)
     if key_of is None or any(True for _ in federated_engines(engine)):
         return None
     vectors = getattr(engine, "vectors", None)
-    classifier = getattr(engine, "intent_classifier", None)
     return (
         engine.generation,
         key_of(),
         None if vectors is None else vectors.version,
         engine.config,
         engine.semantic,
-        classifier() if callable(classifier) else None,
+        None if vectors is None else vectors.model,
     )
 
 
