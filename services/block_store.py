@@ -11,8 +11,8 @@ the line and their piece costs here at no extra tokenizing, and a miss becomes
 one ``os.pread`` (two for a record longer than ``_FIRST_READ``).
 
 One file per build chunk (``<folder>/<name>.blk``), written once by its
-builder and never changed: ``MAGIC`` and the parse fingerprint of the config
-it was built under (``parse_cache.fingerprint``: a file of another config is
+builder and never changed: ``MAGIC`` and the parse fingerprint of the settings
+it was built under (``parse_cache.fingerprint``: a file of other parse settings is
 not opened), the records, then a table of
 (key hash, record offset) sorted by hash, and a trailer saying where the table
 is, with its CRC-32. A record is the CRC-32 and length of its body, then the
@@ -174,7 +174,7 @@ class BlockStore:
         return cls().with_files(files, fingerprint)
 
     def with_files(self, paths: Iterable[Path], fingerprint: str) -> BlockStore:
-        """A new store: this one's files and ``paths`` (a file of another config or unreadable is left out)."""
+        """A new store: this one's files and ``paths`` (a file of other parse settings or unreadable is left out)."""
         files = list(self._files)
         keys = [self._keys]
         places = [self._places]

@@ -61,6 +61,38 @@ def test_a_forged_or_foreign_cache_is_ignored(make_workspace) -> None:
     assert _hits(root) == 0
 
 
+def test_editing_what_the_parse_does_not_read_keeps_the_cache_and_the_blocks(make_workspace) -> None:
+    """Weights, synonyms or budgets change scoring, not parsing: the next start still reuses every parse
+    and the builders' blocks (before, any edit of ``_config.yaml`` re-parsed every file in the daemon)."""
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(30)})
+    cold = _load(root)
+    blocks = len(cold._block_store)
+    cold.close()
+    assert blocks > 0
+    config = root / "_config.yaml"
+    text = config.read_text()
+    assert "default_budget: 4000" in text and "  bug: [error, fix, exception, failure]" in text
+    config.write_text(
+        text.replace("default_budget: 4000", "default_budget: 2500").replace(
+            "  bug: [error, fix, exception, failure]", "  bug: [error, fix, defect]"
+        )
+    )
+    warm = _load(root)
+    try:
+        assert warm.config.get("query.default_budget") == 2500  # the edit is in force
+        assert warm.parse_cache_hits == 30 and len(warm._block_store) == blocks
+        assert all(m.l1_tokens >= 0 for m in warm.store.memories.values())  # counted by the builders, kept
+    finally:
+        warm.close()
+    config.write_text(config.read_text() + "\nlimits:\n  max_file_bytes: 100000\n")  # the parse reads this one
+    capped = _load(root)
+    try:
+        assert capped.parse_cache_hits == 0  # a new cap: every file parsed again
+        assert parse_cache.parse_settings(capped.config) == {"limits.max_file_bytes": 100000}
+    finally:
+        capped.close()
+
+
 def test_deferred_save_writes_the_cache_after_the_load(make_workspace) -> None:
     """The daemon sets ``defer_parse_cache`` and writes the cache once it is ready (not in its start's wait)."""
     root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i}.") for i in range(12)})

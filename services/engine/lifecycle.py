@@ -132,7 +132,7 @@ class Lifecycle(EngineState):
                 self.vectors.sync(list(self.store.memories.values()))
             self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
             self._load_completed = True
-            self._parse_fingerprint = parse_cache.fingerprint(self.config.data)
+            self._parse_fingerprint = parse_cache.fingerprint(self.config)
             if not self._parse_cache_due:
                 self._parse_cache_generation = self._generation  # the cache on disk describes this store
             elif not self.defer_parse_cache:
@@ -180,7 +180,7 @@ class Lifecycle(EngineState):
             return  # never loaded, or stopped mid-build: the next start scans and parses anyway
         if self._generation == self._parse_cache_generation:
             return  # the cache on disk describes this store
-        if parse_cache.fingerprint(self.config.data) != self._parse_fingerprint:
+        if parse_cache.fingerprint(self.config) != self._parse_fingerprint:
             return  # the config changed since the files were parsed: the next start parses under the new one
         self._parse_cache_due = False
         self._write_parse_cache()
@@ -192,7 +192,7 @@ class Lifecycle(EngineState):
         start re-parses only what changes from now on.
         """
         state = self._require_state_dir()
-        fp = parse_cache.fingerprint(self.config.data)
+        fp = parse_cache.fingerprint(self.config)
         cached = parse_cache.load(state, fp, self.root)
         root = self.root
 
@@ -218,14 +218,14 @@ class Lifecycle(EngineState):
         # model would load once per builder (hundreds of MB each), so the engine embeds with it.
         model = setting if setting.lower() == WORDLLAMA else None
         return ChunkBuilder(
-            self.root, self.config, staging, model, blocks=blocks, fingerprint=parse_cache.fingerprint(self.config.data)
+            self.root, self.config, staging, model, blocks=blocks, fingerprint=parse_cache.fingerprint(self.config)
         )
 
     def _open_block_store(self) -> None:
         """A warm start: the blocks the last build stored, if built under this config (services/block_store.py)."""
         old = self._block_store
         folder = self._require_state_dir() / BLOCKS_FOLDER
-        self._block_store = BlockStore.open_folder(folder, parse_cache.fingerprint(self.config.data))
+        self._block_store = BlockStore.open_folder(folder, parse_cache.fingerprint(self.config))
         old.close()
 
     def _cold_build(self, summary: ChangeSummary) -> None:
