@@ -83,11 +83,11 @@ def build_chunk(builder: ChunkBuilder, paths: list[str]) -> BuiltChunk:
     _embed(builder.model_setting, memories, built)
     records: list[tuple[int, bytes]] = []
     for memory in memories:
-        heading_tokens(memory)  # sent back with the memory: no query analyses its heading again
-        if builder.blocks is not None:  # ... nor counts its L1 block or catalog line, nor renders them
-            records += records_for(memory)
+        if builder.blocks is not None:  # sent back with the memory: no query renders these blocks again
+            heading_tokens(memory)
+            records += records_for(memory)  # ... and counts them as keep_query_values does
         else:
-            keep_counts(memory)  # ... nor counts its L1 block or catalog line (nor reads its file to count it)
+            keep_query_values(memory)
         memory.release_text(read_cold)
     if builder.blocks is not None:
         try:
@@ -95,6 +95,21 @@ def build_chunk(builder: ChunkBuilder, paths: list[str]) -> BuiltChunk:
         except OSError as exc:  # a cache: queries render these blocks from the files instead
             log.warning("block store not written (%s)", exc)
     return built
+
+
+def keep_query_values(memory: Memory) -> None:
+    """Keep on ``memory`` what every query that meets it reads, while it still holds its text.
+
+    Its heading's analysed tokens (``index.heading_tokens``) and the token counts
+    of its L1 block and catalog line (``render.keep_counts``): a released memory
+    without them had its file read back and its heading analysed at the first
+    query that met it (~50 us each). Builders call it before sending a memory
+    back; the engine calls it for the memories it parses itself (an edit, a
+    burst, a warm start's changed files) before releasing them
+    (``MemoryStore.compact``).
+    """
+    heading_tokens(memory)
+    keep_counts(memory)
 
 
 def _embed(setting: str | None, memories: list[Memory], built: BuiltChunk) -> None:

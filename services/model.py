@@ -192,11 +192,11 @@ class Memory:
     # an absolute ``Path`` per memory, with its parts, held ~350 bytes (35 MiB at 100,000).
     _root: Path | None = field(default=None, init=False, repr=False, compare=False)
     # The analysed tokens of the heading (summary line, title, id words, tags), set once per parse by
-    # ``index.heading_tokens`` (builders set it before pickling; queries otherwise): hot fields only.
+    # ``index.heading_tokens`` (``index_build.keep_query_values``, before the text is released): hot fields only.
     # One space-separated text, not a tuple of token strings: 16.6 -> ~9 MiB at 100,000 (issue 16).
     heading_tokens: str | None = field(default=None, init=False, repr=False, compare=False)
     # Tokens of the L1 block and of the catalog line under the default (heuristic) counter, set once per
-    # parse by ``render.keep_counts`` (builders before pickling; queries otherwise; -1: not yet): the tier
+    # parse by ``render.keep_counts`` (before the text is released, as the heading tokens; -1: not yet): the tier
     # planner costs every candidate without reading its file back. Two small ints (issue 16, h18q).
     l1_tokens: int = field(default=-1, init=False, repr=False, compare=False)
     catalog_tokens: int = field(default=-1, init=False, repr=False, compare=False)

@@ -70,11 +70,13 @@ def l1_block_tokens(memory: Memory) -> int:
 
     Kept on the memory (``Memory.l1_tokens``): the tier planner costs every
     candidate at L1 (~155 per query at 10,000 memories) but shows only some,
-    and counting a released memory's block meant reading its file back. The
-    cold build's builders count it while the text is still in the object
-    (``keep_counts``); a memory the engine parsed itself is counted here at its
-    first query. The block's heading (id, type, path) and text are fixed by
-    the parse, so the count never outlives what it counts.
+    and counting a released memory's block meant reading its file back. It is
+    counted while the text is still in the object (``keep_counts``): by the
+    cold build's builders, and by the engine for the memories it parses itself
+    before it releases them (``index_build.keep_query_values``); here only for
+    a memory neither did (one built in a test, say). The block's heading (id,
+    type, path) and text are fixed by the parse, so the count never outlives
+    what it counts.
     """
     value = memory.l1_tokens
     if value < 0:

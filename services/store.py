@@ -20,7 +20,7 @@ import builtins
 import dataclasses
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from . import groups
 from .links import normalise_target, path_key, pick_target, qualified_ids, stem_of, without_suffix
@@ -311,18 +311,24 @@ class MemoryStore:
                 break
         return changed
 
-    def compact(self) -> int:
+    def compact(self, prepare: Callable[[Memory], None] | None = None) -> int:
         """Release the text of the memories added since the last call (issue 16); how many were released.
 
         The engine calls it once a batch is indexed and embedded: until then the
         index and the embeddings read the text from the object, afterwards a
         render reads it back from the file (``services/tier_source.py``).
+        ``prepare`` is called first for each memory still holding its text: what
+        queries would otherwise read the file back for is derived while it is here.
         """
         released = 0
         for path in list(self._unreleased):
             self._unreleased.discard(path)
             for memory in (self.by_path.get(path), self._parsed.get(path)):  # the parse, when renamed
-                if memory is not None and memory.release_text(read_cold):
+                if memory is None or memory.released:
+                    continue
+                if prepare is not None:
+                    prepare(memory)
+                if memory.release_text(read_cold):
                     released += 1
         return released
 

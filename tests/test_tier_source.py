@@ -193,3 +193,42 @@ def test_released_memories_share_the_values_they_repeat(make_workspace) -> None:
             assert stem_key is alpha.id and loose_key is alpha.id, attempt
         finally:
             engine.close()
+
+
+def test_a_memory_the_engine_parses_keeps_what_queries_read_before_its_text_goes(make_workspace, monkeypatch) -> None:
+    """An edit (and a warm start's changed file) is parsed by the engine, not a builder: its heading tokens and
+    the token counts of its L1 block and catalog line are kept before its text is released, so no query reads
+    its file back to count it."""
+    from ctxos.services.render import catalog_line, memory_block
+    from ctxos.services.tokens import default_counter
+
+    root = make_workspace({f"05-resources/n{i}.md": memory_text(f"n{i}", f"Note {i} about deploys.") for i in range(6)})
+    engine = _engine(root)
+    edited = root / "05-resources/n2.md"
+    try:
+        edited.write_text(memory_text("n2", LONG_BODY, title="Release steps"))
+        engine.apply_changes([edited])
+        memory = engine.get_memory("n2")
+        assert memory.released and memory.heading_tokens is not None
+        reads: list[str] = []
+        real = tier_source._read
+        monkeypatch.setattr(tier_source, "_read", lambda m: reads.append(m.rel_path) or real(m))
+        tier_source.clear_cache()
+        assert engine.block_tokens(memory, "L1") == memory.l1_tokens >= 0  # kept: no read to count it
+        assert engine.catalog_tokens(memory) == memory.catalog_tokens >= 0
+        assert reads == []
+        counter = default_counter()
+        assert memory.l1_tokens == counter.count(memory_block(memory, "L1"))  # reads the file: the same count
+        assert memory.catalog_tokens == counter.count(catalog_line(memory))
+        monkeypatch.undo()
+    finally:
+        engine.close()
+    other = root / "05-resources/n4.md"
+    other.write_text(memory_text("n4", "Changed while the daemon was down."))
+    warm = _engine(root)  # a warm start: n4 parsed here, the rest from the parse cache
+    try:
+        assert warm.parse_cache_hits == 5
+        memory = warm.get_memory("n4")
+        assert memory.released and memory.heading_tokens is not None and memory.l1_tokens >= 0
+    finally:
+        warm.close()

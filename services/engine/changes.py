@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..index_build import keep_query_values
 from ..model import InvalidFile, Memory
 from ..workspace import (
     display_name,
@@ -140,7 +141,9 @@ class ChangeApplication(EngineState):
         removed = sorted(mid for mid in changed_ids if mid not in self.store.memories)
         if self.vectors is not None and (updated or removed):
             self.vectors.update([self.store.memories[mid] for mid in updated], removed)
-        self.store.compact()  # indexed and embedded: their text is read back from the files from now on
+        self.store.compact(
+            keep_query_values
+        )  # indexed and embedded: their text is read back from the files from now on
         invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
         return ChangeSummary(
             updated=updated, removed=removed, invalid=invalid, unchanged=unchanged, paths=sorted(touched)
@@ -221,5 +224,5 @@ class ChangeApplication(EngineState):
             self._bump()
         if self.vectors is not None:
             self.vectors.sync(list(self.store.memories.values()))
-        self.store.compact()
+        self.store.compact(keep_query_values)
         return summary

@@ -25,7 +25,7 @@ from ..block_store import FOLDER as BLOCKS_FOLDER
 from ..block_store import BlockStore, clear_folder
 from ..config import Config, load_config
 from ..index import MemoryIndex, StagedSegment
-from ..index_build import STAGING_FOLDER, ChunkBuilder
+from ..index_build import STAGING_FOLDER, ChunkBuilder, keep_query_values
 from ..index_layout import INDEX_FOLDER
 from ..model import InvalidFile, Memory
 from ..progress import EMBEDDING, INDEXING, READING, WRITING, Progress
@@ -130,7 +130,7 @@ class Lifecycle(EngineState):
                     )
                 )
                 self.vectors.sync(list(self.store.memories.values()))
-            self.store.compact()  # indexed and embedded: bodies and tiers are read back from the files
+            self.store.compact(keep_query_values)  # indexed and embedded: bodies and tiers are read back from the files
             self._load_completed = True
             self._parse_fingerprint = parse_cache.fingerprint(self.config)
             if not self._parse_cache_due:
@@ -418,7 +418,7 @@ class Lifecycle(EngineState):
             self._sync_index(ChangeSummary())  # ids the store qualified, duplicates it does not serve
             if self.vectors is not None:
                 self.vectors.sync(list(store.memories.values()), computed=rows)
-            store.compact()
+            store.compact(keep_query_values)
         finally:
             shutil.rmtree(builder.staging, ignore_errors=True)
             self._set_progress(None)
