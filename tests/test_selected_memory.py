@@ -18,7 +18,7 @@ def _deferred(calls: list[int]) -> SelectedMemory:
         calls.append(1)
         return dict(SIGNALS), dict(SHARES), ["bm25", "vector"]
 
-    return SelectedMemory.deferred(explain, **PLAIN)
+    return SelectedMemory.deferred(explain, dict(PLAIN))  # the dict becomes the item's own
 
 
 def test_deferred_item_is_explained_once_on_first_read_and_equals_a_whole_one():
