@@ -79,3 +79,21 @@ def shared_data(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data {path} is not present on this machine")
     return path
+
+
+@pytest.fixture
+def open_engine(make_workspace):
+    """Factory: ``open_engine(files) -> Engine`` loaded on a new workspace of ``files``; closed after the test."""
+    from ctxos.services.engine import Engine
+
+    engines: list[Engine] = []
+
+    def factory(files: dict[str, str | bytes]) -> Engine:
+        engine = Engine(make_workspace(files))
+        engine.load()
+        engines.append(engine)
+        return engine
+
+    yield factory
+    for engine in engines:
+        engine.close()

@@ -22,21 +22,6 @@ def days_ago(days: int) -> str:
     return (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-@pytest.fixture
-def open_engine(make_workspace):
-    engines: list[Engine] = []
-
-    def factory(files: dict[str, str]) -> Engine:
-        engine = Engine(make_workspace(files))
-        engine.load()
-        engines.append(engine)
-        return engine
-
-    yield factory
-    for engine in engines:
-        engine.close()
-
-
 def findings(engine: Engine, kind: str) -> list[gov.Finding]:
     return [f for f in gov.governance_report(engine).findings if f.kind == kind]
 

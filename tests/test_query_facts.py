@@ -52,11 +52,8 @@ QUERIES = ("postgres connection pool", "durable queue for payment events", "retr
 
 
 @pytest.fixture
-def engine(make_workspace):
-    eng = Engine(make_workspace(FILES))
-    eng.load()
-    yield eng
-    eng.close()
+def engine(open_engine):
+    return open_engine(FILES)
 
 
 def _answer(engine: Engine, query: str) -> dict:
@@ -185,15 +182,13 @@ def test_the_memo_keeps_one_state_and_a_bounded_number_of_values():
     assert memo.get(state, "q3") is None and memo.get((2,), "q1") is one
 
 
-def test_a_federated_engine_keeps_nothing(engine, make_workspace):
-    other = Engine(make_workspace(FILES))
-    other.load()
+def test_a_federated_engine_keeps_nothing(engine, open_engine):
+    other = open_engine(FILES)
+    assert engine_state(engine) is not None
+    engine.federated = [("other", other)]
     try:
-        assert engine_state(engine) is not None
-        engine.federated = [("other", other)]
         assert engine_state(engine) is None
         _answer(engine, "postgres connection pool")
         assert len(engine.query_facts) == 0
     finally:
         engine.federated = []
-        other.close()
