@@ -339,7 +339,6 @@ def score_query(
             memo.put(state, facts_key, QueryFacts(understood, expanded, terms, gathered, values))
         else:  # neighbours this query had not scored before
             memo.grew(state, facts.learn(pool))
-            memo.grew(state, facts.learn(pool))
     candidates = sorted(pool.values(), key=_rank_key)
     return ScoredQuery(
         query,

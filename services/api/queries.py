@@ -73,8 +73,8 @@ def _query(host: Host, req: schemas.ContextRequest, record_access: bool) -> Cont
         )
     except QueryError as exc:  # an unknown intent: the caller's mistake
         raise RpcError(INVALID_PARAMS, str(exc)) from None
-    get = engine.store.get  # remember what was served (see Engine.note_served)
-    engine.note_served_all(m for m in map(get, [chosen.id for chosen in context.selected]) if m is not None)
+    served = (engine.store.get(chosen.id) for chosen in context.selected)  # remember them (Engine.note_served)
+    engine.note_served_all(memory for memory in served if memory is not None)
     return context
 
 

@@ -141,9 +141,8 @@ class ChangeApplication(EngineState):
         removed = sorted(mid for mid in changed_ids if mid not in self.store.memories)
         if self.vectors is not None and (updated or removed):
             self.vectors.update([self.store.memories[mid] for mid in updated], removed)
-        self.store.compact(
-            keep_query_values
-        )  # indexed and embedded: their text is read back from the files from now on
+        # indexed and embedded: their text is read back from the files from now on
+        self.store.compact(keep_query_values)
         invalid = [self.store.invalid[p] for p in sorted(touched) if p in self.store.invalid]
         return ChangeSummary(
             updated=updated, removed=removed, invalid=invalid, unchanged=unchanged, paths=sorted(touched)
