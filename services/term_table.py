@@ -7,9 +7,12 @@ value as four reads, each through three layers of Python file objects
 (``StructFile`` -> ``SubFile`` -> the open file), and raises ``TermNotFound``
 for a word a segment lacks: 1.8 ms of a distinct query's ~20 ms of CPU
 (gen-10000, load ~4.7). ``TermTable`` probes the same slots in the same order
-(``HashReader.ranges_for_key``) with one seek and read on the segment's open
-file per slot, reads lengths and key together, and returns None for a miss, so
-it finds the same bytes. ``of`` gives None when the reader is not laid out as
+(``HashReader.ranges_for_key``) with one ``os.pread`` on the segment file's
+descriptor per slot, reads lengths, key and (mostly) value together, and
+returns None for a miss, so it finds the same bytes. ``pread`` rather than
+seek and read on the buffered file: a seek empties the buffer, so each read
+then filled 8 KB for the 12 to 60 bytes wanted (4.1 against 5.6 us a lookup,
+gen-10000), and it leaves the file's position alone. ``of`` gives None when the reader is not laid out as
 expected (another codec, an mmap'd compound file): the caller then uses
 Whoosh's own lookup.
 """
@@ -17,6 +20,7 @@ Whoosh's own lookup.
 from __future__ import annotations
 
 import io
+import os
 import struct
 from typing import Any
 
@@ -26,6 +30,7 @@ _POINTER = struct.Struct("!Iq")  # a hash slot: the key's hash, the item's posit
 _LENGTHS = struct.Struct("!ii")  # before each item: key length, value length (filetables._lengths)
 _KEY_PREFIX = struct.Struct("!H")  # a term's key: the field number, then the term bytes (W3TermsReader._keycoder)
 _NO_FIELD = 65535  # the field number Whoosh uses for a field the segment does not know
+_VALUE_GUESS = 64  # bytes read after a key for its value: a term info is ~30 (longer ones take a second read)
 
 
 class TermTable:
@@ -63,22 +68,22 @@ class TermTable:
         start, slots = self._tables[keyhash & 255]
         if not slots:
             return None
-        file, base = self._file, self._base
+        fd, base = self._file.fileno(), self._base
         size = _POINTER.size
         end = start + slots * size
         slot = start + ((keyhash >> 8) % slots) * size
         want = len(key)
+        at = _LENGTHS.size + want  # where the value starts, after its lengths and key
         for _ in range(slots):
-            file.seek(base + slot)
-            slothash, item = _POINTER.unpack(file.read(size))
+            slothash, item = _POINTER.unpack(os.pread(fd, size, base + slot))
             if not item:
                 return None
             if slothash == keyhash:
-                file.seek(base + item)
-                head = file.read(_LENGTHS.size + want)
+                head = os.pread(fd, at + _VALUE_GUESS, base + item)
                 keylen, datalen = _LENGTHS.unpack_from(head)
-                if keylen == want and head[_LENGTHS.size :] == key:
-                    return file.read(datalen)  # the value follows its key
+                if keylen == want and head[_LENGTHS.size : at] == key:
+                    value = head[at : at + datalen]  # the value follows its key
+                    return value if len(value) == datalen else os.pread(fd, datalen, base + item + at)
             slot += size
             if slot == end:
                 slot = start
