@@ -51,6 +51,9 @@ _PIECE_RE = re.compile(
     re.IGNORECASE,
 )
 
+# A whitespace-separated run of underscores alone (no piece: ``heuristic_floor`` does not count it).
+_UNDERSCORE_RUN_RE = re.compile(r"(?<!\S)_+(?!\S)")
+
 # A piece made by the symbol-run alternative (4 above) without newlines: in a longer text it
 # also takes the newlines that follow it (see ``PieceCosts``).
 _SYMBOL_RUN_RE = re.compile(r" ?[^\s\w]+")
@@ -224,8 +227,8 @@ def heuristic_floor(text: str) -> int:
     tokenizing its ~1,000 characters (``Engine.block_tokens_at_least``).
     """
     runs = text.split()  # str.split's whitespace is the regex's \s (the same code points)
-    if "_" in text:
-        return sum(1 for run in runs if run.strip("_"))
+    if "_" in text:  # less the runs of underscores alone, found by one regex scan instead of a test per run
+        return len(runs) - len(_UNDERSCORE_RUN_RE.findall(text))
     return len(runs)
 
 

@@ -134,3 +134,19 @@ def test_heuristic_floor_never_exceeds_the_count():
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
         assert heuristic_floor(text) <= counter.count(text), repr(text)
     assert heuristic_floor("a __ b") == 2 and heuristic_floor("one two\nthree") == 3
+
+
+def test_heuristic_floor_counts_the_runs_that_are_not_underscores_alone():
+    """The floor is its definition: whitespace-separated runs, less those made of underscores only (``_`` is in no
+    piece); one regex scan finds those, so it must agree with testing run by run, whatever the whitespace."""
+    from ctxos.services.tokens import heuristic_floor
+
+    def by_runs(text: str) -> int:
+        return sum(1 for run in text.split() if run.strip("_"))
+
+    alphabet = "a_9. \t\n\r\x0b\x0c\x1c\x1f\x85\u00a0\u2003\u3000é"
+    rng = random.Random(5)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        assert heuristic_floor(text) == by_runs(text), repr(text)
+    assert heuristic_floor("__ a_b _\u3000__\x1c___x") == 2
