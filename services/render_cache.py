@@ -28,7 +28,7 @@ from .model import Memory
 from .render import BlockKey, block_key, catalog_line, memory_block
 from .tokens import PieceCosts, TokenCounter, is_joinable
 
-DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
 _STORE_CODES = {"L1": L1_CODE, CATALOG: CATALOG_CODE}  # the tiers the block store holds
 _ENTRY_OVERHEAD = 300  # key tuple, the entry tuple, the str and tuple headers, the dict slot (measured ~280)
