@@ -753,6 +753,71 @@ def test_tray_icon_menu_band_and_notifications_in_daemon_context(
 
 
 @needs_x
+def test_only_pystrays_loop_uses_its_x_connection_and_it_never_paints(
+    xenv: XSession, make_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Showing the icon touches pystray's python-xlib connection from its loop thread only.
+
+    pystray's own ``visible = True`` sent its hand-offs on that connection from the setup
+    thread, and about one tray start in four here never got past it (daemon/tray/xorg.py,
+    ``show_icon``). Also no paint by pystray's loop (a round trip on that connection): the
+    tray paints through its own connections. Counted at pystray's class: before the change
+    the setup thread sent 2 hand-offs and the loop painted 3 times, on every run.
+    """
+    import pystray._xorg as pystray_xorg
+
+    painted: list[str] = []
+    sent_from: list[str] = []
+    original_draw, original_send = pystray_xorg.Icon._draw, pystray_xorg.Icon._send_message
+
+    def counting_draw(self: Any) -> None:
+        painted.append(threading.current_thread().name)
+        original_draw(self)
+
+    def counting_send(self: Any, *args: Any, **kwargs: Any) -> None:
+        sent_from.append(threading.current_thread().name)
+        original_send(self, *args, **kwargs)
+
+    monkeypatch.setattr(pystray_xorg.Icon, "_draw", counting_draw)
+    monkeypatch.setattr(pystray_xorg.Icon, "_send_message", counting_send)
+    root = make_workspace(
+        {"05-resources/note.md": memory_text("note", "A note to have a health score.", type="resource")}
+    )
+    # No desktop notification: dunst stacks a duplicate of one still on screen instead of running
+    # the recording script, and the other tests here wait for theirs.
+    config = root / "_config.yaml"
+    config.write_text((config.read_text() if config.exists() else "") + "\ntray:\n  notifications: false\n")
+    ctx = _context(root, True)
+
+    async def scenario() -> None:
+        ctx.bind_loop(asyncio.get_running_loop())
+        await ctx.run_write(ctx.engine.load)
+        ctx.mark_ready()
+        component = tray_mod.TrayComponent()
+        t0 = time.time()
+        await component.start(ctx)
+        try:
+            status = component.status()
+            assert status["shown"] and status["notifications"] == "log", status
+            await _refreshed(component, t0)
+            display, window = await asyncio.to_thread(find_icon_window, xenv, root)
+            try:
+                assert window is not None, "no docked icon window"
+                band = component.runner.app.state.band
+                await _until(lambda: shows_colour(display, window, band.rgb), what="the icon painted by the tray")
+            finally:
+                display.close()
+        finally:
+            await component.stop()
+
+    asyncio.run(scenario())
+    ctx.write_sync(ctx.engine.close)
+    ctx.shutdown_executors()
+    assert painted == [], f"pystray painted on its own connection from {painted}"
+    assert sent_from and set(sent_from) == {"ctxos-tray"}, sent_from  # the dock request, from the loop only
+
+
+@needs_x
 def test_tray_process_mode_over_the_socket(xenv: XSession, make_workspace: Callable[..., Path]) -> None:
     """The macOS design (tray in its own process, on its main thread, via the socket), run on Linux."""
     from ctxos.daemon.ipc_server import IpcServerComponent

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .app import TrayApp
-from .settings import PROBE_INTERVAL_S, SHOW_TIMEOUT_S, STOP_TIMEOUT_S
-from .xorg import XorgAssist, is_xorg_icon
+from .settings import HANDOFF_TIMEOUT_S, PROBE_INTERVAL_S, SHOW_TIMEOUT_S, STOP_TIMEOUT_S
+from .xorg import XorgAssist, is_xorg_icon, show_icon, take_over_painting
 
 log = logging.getLogger("ctxos.daemon.tray")  # one logger name for the whole tray (tests and log filters)
 
@@ -64,11 +64,14 @@ class TrayRunner:
 
     def _setup(self, icon: Any) -> None:
         try:
-            icon.visible = True
             if is_xorg_icon(icon):
+                take_over_painting(icon)  # before the icon is shown (see take_over_painting)
+                show_icon(icon, timeout=HANDOFF_TIMEOUT_S)  # not `icon.visible = True`: see show_icon
                 self.app.xorg = XorgAssist(icon, on_click=lambda: icon())  # icon(): the default menu item
                 if not self.app.xorg.ensure_embedded():
                     raise RuntimeError("the system tray on this display did not embed the icon")
+            else:
+                icon.visible = True
         except Exception as exc:  # noqa: BLE001 - e.g. xorg with no system tray on the display
             self._finish(f"failed: could not dock the icon ({type(exc).__name__}: {exc})")
             if self.app.xorg is not None:

@@ -11,6 +11,7 @@ from ctxos.services.config import Config
 
 CALL_TIMEOUT_S = 60.0
 SHOW_TIMEOUT_S = 15.0  # import pystray + dock the icon
+HANDOFF_TIMEOUT_S = 5.0  # pystray's loop running one hand-off (xorg.show_icon); a round trip or two
 STOP_TIMEOUT_S = 5.0
 PROBE_INTERVAL_S = 5.0  # process mode: how often the child asks `status` whether files changed
 READY_PREFIX = "ctxos-tray:"  # the child's first stdout line: "ctxos-tray: shown" or "ctxos-tray: failed: why"

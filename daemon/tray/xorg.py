@@ -36,6 +36,55 @@ def is_xorg_icon(icon: Any) -> bool:
     return type(icon).__module__ == "pystray._xorg"
 
 
+def take_over_painting(icon: Any) -> None:
+    """Stop pystray's loop from painting the icon; :class:`XorgAssist` is its only painter.
+
+    Done before the icon is shown, not after it docked: pystray repaints on every Expose
+    and ConfigureNotify with a ``get_geometry`` round trip on its loop's connection, which
+    the tray host's embedding sends while the icon is still being shown; one painter from
+    the start leaves nothing for the two to race over.
+    """
+    icon._draw = lambda: None
+
+
+def show_icon(icon: Any, timeout: float) -> None:
+    """``icon.visible = True`` for pystray's xorg icon, asked from a connection of our own.
+
+    pystray's setter hands ``_update_icon`` and ``_show`` to its loop thread by sending a
+    ClientMessage on the loop's own python-xlib connection from the calling thread, then
+    waits on a queue with no timeout. python-xlib shares a connection between threads
+    through a hand-rolled send/receive protocol, and here that hand-off sometimes never
+    arrived: the setup thread waited forever and the daemon gave up on the tray after 15 s
+    (traced 2026-12-06: "setup entered", never "visible set", in about one run of the tray
+    tests in four). The same ClientMessage sent from another connection reaches the loop
+    too (X delivers an event with no mask to the window's creator), so pystray's connection
+    is only ever used by its loop thread, as after docking (``XorgAssist``). ``timeout``
+    bounds each wait; running out raises instead of hanging.
+    """
+    import queue
+
+    from Xlib import X, display
+    from Xlib.protocol import event as xevent
+
+    conn = display.Display()
+    try:
+        window = conn.create_resource_object("window", int(icon._window.id))
+        for step in ("_update_icon", "_show"):  # what the setter runs, in its order
+            atom = conn.intern_atom(f"_PYSTRAY_{step.upper()}")  # pystray's name for the hand-off
+            message = xevent.ClientMessage(window=window, client_type=atom, data=(32, (X.CurrentTime, 0, 0, 0, 0)))
+            window.send_event(message, event_mask=X.NoEventMask)
+            conn.flush()
+            try:
+                result = icon._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise RuntimeError(f"pystray's loop did not run {step} within {timeout:.0f} s") from None
+            if result is not True:  # sys.exc_info() of what failed in the loop
+                raise result[1]
+        icon._visible = True
+    finally:
+        conn.close()
+
+
 class XorgAssist:
     """Clicks, redraws, title and stop for one docked xorg icon."""
 
@@ -48,9 +97,7 @@ class XorgAssist:
         self.image = icon.icon
         self._lock = threading.Lock()
         self._closed = False
-        # One painter: pystray's loop would otherwise repaint from its own cached copy on each
-        # Expose, racing with our updates. Its loop still handles docking and the window's end.
-        icon._draw = lambda: None
+        take_over_painting(icon)  # already done by the runner before docking; kept for other callers
         self._send = display.Display()
         self._send_window = self._send.create_resource_object("window", self.window_id)
         self._recv = display.Display()
