@@ -12,9 +12,9 @@ descriptor per slot, reads lengths, key and (mostly) value together, and
 returns None for a miss, so it finds the same bytes. ``pread`` rather than
 seek and read on the buffered file: a seek empties the buffer, so each read
 then filled 8 KB for the 12 to 60 bytes wanted (4.1 against 5.6 us a lookup,
-gen-10000), and it leaves the file's position alone. ``of`` gives None when the reader is not laid out as
-expected (another codec, an mmap'd compound file): the caller then uses
-Whoosh's own lookup.
+gen-10000), and it leaves the file's position alone. ``of`` gives None when the
+reader is not laid out as expected (another codec, an mmap'd compound file):
+the caller then uses Whoosh's own lookup.
 """
 
 from __future__ import annotations
