@@ -49,6 +49,7 @@ from common import (  # noqa: E402
     machine_info,
     peak_rss_mb,
     percentile,
+    rss_split_mb,
     print_table,
     write_results,
 )
@@ -329,6 +330,7 @@ def measure_idle(daemon: Daemon, seconds: float) -> dict[str, Any]:
         "cpu_s": cpu,
         "cpu_percent": 100.0 * cpu / wall,
         "rss_mb": current_rss_mb(daemon.proc.pid),
+        "rss_split_mb": rss_split_mb(daemon.proc.pid),
         "peak_rss_mb": peak_rss_mb(daemon.proc.pid),
     }
 
@@ -503,6 +505,12 @@ def main(argv: list[str] | None = None) -> int:
         ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
         [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
         ["idle RSS (MiB)", idle["rss_mb"], "", ""],
+        [
+            "  of which the daemon's own (anonymous) / mapped files (shared libraries), MiB",
+            f"{idle['rss_split_mb']['anon']:.1f} / {idle['rss_split_mb']['file']:.1f}",
+            "",
+            "",
+        ],
         [f"RSS after {q['n'] + q1['n'] + mcp['calls']} queries (MiB)", result["rss_after_queries_mb"], "", ""],
         ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
         ["RSS right after a warm restart (MiB)", result["rss_after_warm_restart_mb"], "", ""],

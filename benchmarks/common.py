@@ -72,6 +72,19 @@ def current_rss_mb(pid: int | str = "self") -> float:
     return _proc_status_kb("VmRSS", pid) / 1024.0
 
 
+def rss_split_mb(pid: int | str = "self") -> dict[str, float]:
+    """RSS in two parts (MiB): ``anon``, the process's own memory, and ``file``, pages of files it maps.
+
+    The file part is mostly shared-library code (libpython, numpy, tokenizers, ...) and
+    depends on the page cache more than on the process: the kernel maps every page
+    around a touched one that is already cached, so the same daemon shows several MiB
+    more RSS after other processes have read the same libraries (measured: ``import
+    numpy`` alone 25.4 MiB after dropping the caches, 30.9 with a warm cache). ``anon`` is
+    what the process itself holds.
+    """
+    return {"anon": _proc_status_kb("RssAnon", pid) / 1024.0, "file": _proc_status_kb("RssFile", pid) / 1024.0}
+
+
 def reset_peak_rss() -> bool:
     """Reset ``VmHWM`` for this process (Linux >= 4.0: write 5 to clear_refs); True when it worked."""
     try:

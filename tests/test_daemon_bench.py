@@ -31,6 +31,9 @@ def test_bench_daemon_small(tmp_path: Path) -> None:
     assert 0 < data["query"]["p50"] <= data["query"]["p95"]
     assert data["burst"]["all_searchable_s"] >= data["burst"]["all_listed_s"] > 0
     assert data["idle"]["rss_mb"] > 0 and data["idle"]["cpu_s"] >= 0
+    split = data["idle"]["rss_split_mb"]  # RssAnon + RssFile (+ RssShmem, ~0) make VmRSS, read a moment apart
+    assert split["anon"] > 10 and split["file"] > 1 and abs(split["anon"] + split["file"] - data["idle"]["rss_mb"]) < 5
+    assert "mapped files (shared libraries)" in run.stdout
     assert data["query"]["engine_ms"]["n"] == data["query"]["n"]
     stdio = data["mcp_stdio"]  # through ``ctxos mcp``: the stdio server an agent starts
     assert "MCP stdio get_context" in run.stdout and stdio["calls"] == 18 * settings["stdio_rounds"]

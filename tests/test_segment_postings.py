@@ -18,8 +18,8 @@ from ctxos.services.model import Memory
 from ctxos.services.segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
 from ctxos.services.workspace import iter_memory_paths, load_memories
 from daemon_helpers import memory_text
-from whoosh.codec import default_codec
 from whoosh.codec.whoosh3 import W3Codec
+from whoosh.query import Term
 from whoosh.writing import SegmentWriter
 
 
@@ -83,10 +83,29 @@ def test_builder_segment_is_whooshs_byte_for_byte(make_workspace, tmp_path) -> N
     staged = index_module.write_segment(tmp_path / "builder", memories)
     assert staged is not None
     ours = _parts(staged.folder, staged.segment)
-    theirs = _whoosh_segment(tmp_path / "whoosh", memories, default_codec())
+    theirs = _whoosh_segment(tmp_path / "whoosh", memories, index_module.builder_codec())
     assert sorted(ours) == sorted(theirs) == ["_stored.col", "_tags_len.col", "_text_len.col", "pst", "trm"]
     for name in theirs:
         assert ours[name] == theirs[name], name
+
+
+def test_builder_blocks_are_uncompressed_and_whoosh_reads_them(make_workspace, tmp_path) -> None:
+    """A builder writes its posting blocks without zlib (index.BUILDER_POSTINGS_COMPRESSION); both readers take them."""
+    root = make_workspace(_corpus(300))
+    memories = _memories(root)
+    staged = index_module.write_segment(tmp_path / "builder", memories)
+    assert staged is not None
+    compressed = _segment(tmp_path / "zlib", memories, W3Codec(), fast=True)["pst"]
+    assert len(_parts(staged.folder, staged.segment)["pst"]) > len(compressed)  # the blocks are stored as pickled
+    engine = Engine(root)
+    engine.load()  # a cold build: the segments come from write_segment
+    try:
+        assert {h.id for h in engine.index.search([("common", 1.0)], 400)} == {m.id for m in memories}
+        assert [h.id for h in engine.index.search([("rare17", 1.0)], 5)] == ["n0017"]
+        with engine.index.ix.searcher() as whoosh:  # Whoosh's own matcher over the same segments
+            assert len(whoosh.search(Term("text", "common"), limit=None)) == len(memories)
+    finally:
+        engine.close()
 
 
 def test_multi_block_terms_match_whoosh(make_workspace, tmp_path) -> None:
@@ -99,7 +118,7 @@ def test_multi_block_terms_match_whoosh(make_workspace, tmp_path) -> None:
 
 
 def test_write_postings_refuses_what_it_does_not_write() -> None:
-    codec = default_codec()
+    codec = W3Codec()
     codec.length_stats = True
     with pytest.raises(ValueError, match="length_stats"):
         write_postings(None, None, SortedPostings(), codec)  # type: ignore[arg-type]
