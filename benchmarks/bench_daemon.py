@@ -49,8 +49,8 @@ from common import (  # noqa: E402
     machine_info,
     peak_rss_mb,
     percentile,
-    rss_split_mb,
     print_table,
+    rss_split_mb,
     write_results,
 )
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402

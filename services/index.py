@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -49,6 +50,7 @@ from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
 from .segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
+from .segment_sidecar import StoredDocs, read_sidecar, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,19 @@ class StagedSegment:
     segment: object  # whoosh.codec.base.Segment (pickles: it is what Whoosh's own TOC stores)
     files: list[str]
     indexed: dict[str, tuple[str, str]]
+
+
+def _stored_docs(reader: Any, count: int) -> StoredDocs:
+    """A segment's stored path, id and checksum per document, read through Whoosh (one record each)."""
+    ids: list[str] = []
+    paths: list[str] = []
+    checksums: list[str] = []
+    for docnum in range(count):
+        fields = reader.stored_fields(docnum)
+        ids.append(fields.get("id", ""))
+        paths.append(fields.get("path", ""))
+        checksums.append(fields.get("checksum", ""))
+    return StoredDocs(ids, paths, checksums)
 
 
 def builder_codec() -> W3Codec:
@@ -299,7 +314,10 @@ class MemoryIndex:
 
         The live documents give the path maps; every document (deleted ones
         too) gives its segment's id and path by document number, which
-        searches use instead of Whoosh's stored-field lookups.
+        searches use instead of Whoosh's stored-field lookups. Each segment's
+        come from its sidecar (``services/segment_sidecar.py``) when it has a
+        usable one; otherwise from Whoosh's stored fields, and the sidecar is
+        written for the next open.
         """
         self._segment_cache = SegmentCache()
         checksums: dict[str, str] = {}
@@ -308,18 +326,18 @@ class MemoryIndex:
             segment = reader.segment()
             if segment is None:  # an empty index
                 continue
+            segid = segment.segment_id()
+            count = reader.doc_count_all()
+            stored = read_sidecar(self.dir, segid, count)
+            if stored is None:
+                stored = _stored_docs(reader, count)
+                write_sidecar(self.dir, segid, stored)
             deleted = set(segment.deleted_docs()) if segment.has_deletions() else set()
-            seg_ids: list[str] = []
-            seg_paths: list[str] = []
-            for docnum in range(reader.doc_count_all()):
-                fields = reader.stored_fields(docnum)
-                path, mid = fields.get("path", ""), fields.get("id", "")
-                seg_ids.append(mid)
-                seg_paths.append(path)
+            for docnum, path in enumerate(stored.paths):
                 if docnum not in deleted:
-                    checksums[path] = fields.get("checksum", "")
-                    ids[path] = mid
-            self._segment_cache.put_docs(segment.segment_id(), SegmentDocs.of(seg_ids, seg_paths))
+                    checksums[path] = stored.checksums[docnum]
+                    ids[path] = stored.ids[docnum]
+            self._segment_cache.put_docs(segid, SegmentDocs.of(stored.ids, stored.paths))
         self._checksums, self._ids = checksums, ids
 
     def _create_empty(self) -> None:
@@ -520,9 +538,16 @@ class MemoryIndex:
             segment = item.segment
             if len(item.indexed) == segment.doc_count_all():  # type: ignore[attr-defined]
                 # Documents were added in this order, so these are the segment's stored ids and
-                # paths by document number: the first query need not read them back from disk.
-                docs = SegmentDocs.of([mid for _, mid in item.indexed.values()], list(item.indexed))
-                self._segment_cache.put_docs(segment.segment_id(), docs)  # type: ignore[attr-defined]
+                # paths by document number: the first query need not read them back from disk,
+                # nor the next open (its sidecar).
+                segid = segment.segment_id()  # type: ignore[attr-defined]
+                stored = StoredDocs(
+                    [mid for _, mid in item.indexed.values()],
+                    list(item.indexed),
+                    [checksum for checksum, _ in item.indexed.values()],
+                )
+                self._segment_cache.put_docs(segid, SegmentDocs.of(stored.ids, stored.paths))
+                write_sidecar(self.dir, segid, stored)
 
     # --- reading -----------------------------------------------------------------
     def _searcher(self) -> Searcher:
