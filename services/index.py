@@ -50,7 +50,7 @@ from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
 from .segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
-from .segment_sidecar import StoredDocs, read_sidecar, write_sidecar
+from .segment_sidecar import StoredDocs, read_sidecar, remove_stale_temps, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +277,7 @@ class MemoryIndex:
                 self.recovered = "index schema changed"
             else:
                 ix = _storage(self.dir).open_index(INDEX_NAME)
+                remove_stale_temps(self.dir)
                 with ix.searcher() as searcher:
                     self._read_stored(searcher)
                 self._ix = ix

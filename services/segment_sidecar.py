@@ -64,6 +64,22 @@ def read_sidecar(folder: Path, segment_id: str, doc_count: int) -> StoredDocs | 
     return StoredDocs(ids, paths, checksums)
 
 
+def remove_stale_temps(folder: Path) -> int:
+    """Delete sidecar temp files a process stopped mid-write left behind; returns how many.
+
+    A concurrent writer whose temp file goes this way only loses its rename
+    (``write_sidecar`` returns False): the sidecar is a cache.
+    """
+    removed = 0
+    for temp in folder.glob(f".*{SIDECAR_SUFFIX}.*"):
+        try:
+            temp.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 def write_sidecar(folder: Path, segment_id: str, docs: StoredDocs) -> bool:
     """Write the segment's sidecar (temp file, then rename); False when it could not be written.
 

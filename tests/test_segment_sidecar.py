@@ -64,10 +64,13 @@ def test_a_warm_open_reads_the_sidecars_and_derives_the_same(tmp_path, stored_re
     hits = ids(first.search([("words", 1.0)], 50))
     first.close()
 
+    stale = folder / f".{next(iter(segments))}{SIDECAR_SUFFIX}.x1y2"  # a write stopped before its rename
+    stale.write_bytes(b'{"format": 1, "seg')
     stored_reads.clear()
     again = MemoryIndex(folder)
     assert again.open() is False
     try:
+        assert not stale.exists()
         assert stored_reads == []
         assert _derived(again) == expected
         assert again.checksum_of("05-resources/b5.md") is None  # deleted in its segment: not served
