@@ -46,6 +46,7 @@ StatusProvider = Callable[[], dict[str, Any]]
 # governance run never takes a query's place.
 READ_WORKERS = 2
 READ_TRIM_INTERVAL_S = 1.0  # at most one malloc_trim per second after queries (see _trim_after_reads)
+INDEX_MERGE_DELAY_S = 1.0  # the index's small segments are merged this long after the last change batch
 
 
 @dataclass
@@ -108,6 +109,8 @@ class DaemonContext:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._graph_refresh: asyncio.Task | None = None
         self._graph_refresh_again = False
+        self._index_merge: asyncio.Task | None = None
+        self._index_merge_timer: asyncio.TimerHandle | None = None
         # Set by the per-user daemon (daemon/workspaces.py): this workspace's registry name, the
         # holder of every served workspace, and what loads this one on first use (lazy loading).
         self.name: str | None = None
@@ -117,6 +120,10 @@ class DaemonContext:
             # Queries serve the last link graph; it is rebuilt after each change batch
             # (schedule_graph_refresh), so no query pays for the rebuild.
             engine.allow_stale_graph = True
+        if mode == "daemon" and hasattr(engine, "defer_index_merges"):
+            # A save's commit leaves the small segments unmerged; they are merged after the change
+            # is searchable (schedule_index_merge), so no save waits for a merge.
+            engine.defer_index_merges = True
         if mode == "daemon" and hasattr(engine, "access_log_defer"):
             # The access log's batch writes (~20-90 ms each) run on a read worker, not in a get_context.
             engine.access_log_defer = self._defer_access_write
@@ -368,9 +375,45 @@ class DaemonContext:
             if not self._graph_refresh_again:
                 return
 
+    def schedule_index_merge(self) -> None:
+        """On the loop: merge the index's small segments on the write thread once changes pause.
+
+        The engine's commits do not merge (``defer_index_merges``), so a save is
+        searchable without waiting for a merge. The merge runs
+        ``INDEX_MERGE_DELAY_S`` after the last change batch that left it due,
+        so it competes with neither that save nor the queries that look for it
+        right after; then behind the write lock like any write. A commit past
+        ``index.HARD_MAX_SEGMENTS`` merges anyway (a stream of saves that never pauses).
+        """
+        index = getattr(self.engine, "index", None)
+        due = getattr(index, "merge_due", None)
+        if not callable(getattr(self.engine, "merge_index_segments", None)) or not callable(due) or not due():
+            return
+        if self._index_merge_timer is not None:
+            self._index_merge_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._index_merge_timer = loop.call_later(INDEX_MERGE_DELAY_S, self._start_index_merge)
+
+    def _start_index_merge(self) -> None:
+        self._index_merge_timer = None
+        if self._index_merge is not None and not self._index_merge.done():
+            return  # the running merge leaves nothing due, or the next change batch schedules again
+        self._index_merge = asyncio.get_running_loop().create_task(self._merge_index())
+
+    async def _merge_index(self) -> None:
+        if self.stopping():
+            return
+        try:
+            await self.run_write(self.engine.merge_index_segments)
+        except Cancelled:  # shutting down (services/stop_flag.py)
+            return
+        except Exception:  # noqa: BLE001 - a commit past HARD_MAX_SEGMENTS merges anyway
+            log.exception("merging the index's small segments failed")
+
     async def notify_change(self, summary: Any) -> None:
         """Call every listener with ``summary`` (on the loop; in registration order)."""
         self.schedule_graph_refresh()
+        self.schedule_index_merge()
         for callback in list(self._listeners):
             try:
                 result = callback(summary)

@@ -10,6 +10,7 @@ import pytest
 from ctxos.daemon.context import DaemonContext, DaemonOptions
 from ctxos.daemon.watcher import WatcherComponent
 from ctxos.services.engine import Engine
+from ctxos.services.index import MAX_SEGMENTS
 from daemon_helpers import memory_text
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify overflow hook is Linux-only")
@@ -128,3 +129,47 @@ def test_a_finished_save_skips_the_debounce_and_an_open_file_waits(make_workspac
     assert quick_s < 1.5, quick_s  # far below the 3 s debounce
     assert not early
     assert after_close_s < 1.5, after_close_s
+
+
+def test_single_saves_are_committed_unmerged_and_merged_after(make_workspace) -> None:
+    """The daemon's commits leave the index's small segments unmerged (no save waits for a merge);
+    the context merges them on the write thread once the saves pause (INDEX_MERGE_DELAY_S)."""
+    SAVES = MAX_SEGMENTS + 2  # past the merge threshold, below index.HARD_MAX_SEGMENTS
+    root = make_workspace({"08-rules/seed.md": memory_text("seed", "Seed rule.")})
+
+    async def scenario() -> tuple[list[bool], int, list[str]]:
+        engine = Engine(root)
+        ctx = DaemonContext(root, engine, options=DaemonOptions(debounce_ms=20))
+        ctx.bind_loop(asyncio.get_running_loop())
+        watcher = WatcherComponent()
+        await watcher.start(ctx)
+        merged_in_commit: list[bool] = []
+        try:
+            await ctx.run_write(engine.load)
+            assert engine.index is not None and engine.index.defer_merges  # the daemon's setting
+            index = engine.index
+            real_update = index.update
+
+            def watched_update(*args, **kwargs):  # did this save's own commit shrink the segment count?
+                before = len(index.ix._segments())
+                result = real_update(*args, **kwargs)
+                merged_in_commit.append(len(index.ix._segments()) < before)
+                return result
+
+            index.update = watched_update  # type: ignore[method-assign]
+            ctx.mark_ready()
+            for i in range(SAVES):
+                (root / "03-projects" / f"s{i}.md").write_text(memory_text(f"s{i}", f"Single save {i}."))
+                await _until(lambda i=i: engine.get_memory(f"s{i}") is not None)
+            await _until(lambda: not index.merge_due() and (ctx._index_merge is None or ctx._index_merge.done()))
+            found = [h.id for h in index.search([("single", 1.0)], 50)]
+            return merged_in_commit, index.info()["segments"], found
+        finally:
+            await watcher.stop()
+            ctx.write_sync(engine.close)
+            ctx.shutdown_executors()
+
+    merged_in_commit, segments, found = asyncio.run(scenario())
+    assert len(merged_in_commit) >= SAVES and not any(merged_in_commit)
+    assert segments <= MAX_SEGMENTS  # merged after the saves, by schedule_index_merge
+    assert sorted(found) == sorted(f"s{i}" for i in range(SAVES))

@@ -266,3 +266,25 @@ def test_a_searcher_reads_the_segment_files_without_copying_them(tmp_path):
         assert on_disk > 200_000 and held < on_disk / 4, (held, on_disk)
     finally:
         reopened.close()
+
+
+def test_deferred_merges_leave_commits_unmerged_until_asked(index):
+    """``defer_merges`` (the daemon's setting): commits do not merge below HARD_MAX_SEGMENTS;
+    ``merge_small_segments`` merges when due and changes no hit."""
+    from ctxos.services.index import HARD_MAX_SEGMENTS, MAX_SEGMENTS
+
+    index.defer_merges = True
+    n = MAX_SEGMENTS + 3
+    for i in range(n):
+        index.update([mem(f"m{i}", f"text {i}")])
+    assert index.info()["segments"] == n and index.merge_due()
+    before = {h.id: round(h.score, 6) for h in index.search([("text", 1.0)], 50)}  # ties may reorder
+    assert index.merge_small_segments() is True
+    assert index.info()["segments"] <= MAX_SEGMENTS and not index.merge_due()
+    assert index.merge_small_segments() is False  # nothing due
+    assert {h.id: round(h.score, 6) for h in index.search([("text", 1.0)], 50)} == before
+    assert index.doc_count() == n
+    for i in range(n, n + 3 * HARD_MAX_SEGMENTS):  # nobody merges: a commit still does past the hard cap
+        index.update([mem(f"m{i}", f"text {i}")])
+    assert index.info()["segments"] <= HARD_MAX_SEGMENTS + 1
+    assert index.doc_count() == n + 3 * HARD_MAX_SEGMENTS

@@ -199,6 +199,15 @@ class ChangeApplication(EngineState):
                 unchanged += 1
         return self._finish(changed_ids, touched, unchanged)
 
+    def merge_index_segments(self) -> bool:
+        """Merge the index's small segments if commits left them due (``defer_index_merges``); True if merged.
+
+        The daemon calls it on its write thread after a change batch is searchable,
+        so no save waits for the merge.
+        """
+        index = self.index
+        return index is not None and index.merge_small_segments()
+
     def reconcile(self) -> ChangeSummary:
         """Compare every file with the store (stat first) and the store with the index; apply the difference."""
         self._require_loaded()

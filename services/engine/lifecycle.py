@@ -96,6 +96,7 @@ class Lifecycle(EngineState):
             )
         if self.index is None:
             self.index = MemoryIndex(self.state_dir / INDEX_FOLDER)
+        self.index.defer_merges = self.defer_index_merges
         collector = PausedCollector()
         fresh = self.index.open()
         if fresh:

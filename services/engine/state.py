@@ -105,6 +105,9 @@ class EngineState:
         self._load_completed = False  # a load ran to its end (a cold build serves queries before that)
         self._parse_fingerprint = ""  # parse_cache.fingerprint of the config the store was parsed under
         self.defer_parse_cache = False  # the daemon sets it: it writes the cache after ready (save_parse_cache)
+        # The daemon sets it: commits leave the index's small segments unmerged and the daemon merges
+        # them after the change is searchable (merge_index_segments; MemoryIndex.defer_merges).
+        self.defer_index_merges = False
         # How a cold build or rebuild builds its chunks (services/index_build.py: parse, index into
         # a segment, embed): ``map`` here, in this process; the daemon passes a pool of builder
         # processes' ``map``, so the work runs on both cores and outside the daemon's heap.
