@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -50,7 +49,7 @@ from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
 from .segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
-from .segment_sidecar import StoredDocs, read_sidecar, remove_stale_temps, write_sidecar
+from .segment_sidecar import StoredDocs, read_sidecar, read_stored_fields, remove_stale_temps, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -175,19 +174,6 @@ class StagedSegment:
     segment: object  # whoosh.codec.base.Segment (pickles: it is what Whoosh's own TOC stores)
     files: list[str]
     indexed: dict[str, tuple[str, str]]
-
-
-def _stored_docs(reader: Any, count: int) -> StoredDocs:
-    """A segment's stored path, id and checksum per document, read through Whoosh (one record each)."""
-    ids: list[str] = []
-    paths: list[str] = []
-    checksums: list[str] = []
-    for docnum in range(count):
-        fields = reader.stored_fields(docnum)
-        ids.append(fields.get("id", ""))
-        paths.append(fields.get("path", ""))
-        checksums.append(fields.get("checksum", ""))
-    return StoredDocs(ids, paths, checksums)
 
 
 def builder_codec() -> W3Codec:
@@ -335,10 +321,9 @@ class MemoryIndex:
             if segment is None:  # an empty index
                 continue
             segid = segment.segment_id()
-            count = reader.doc_count_all()
-            stored = read_sidecar(self.dir, segid, count)
+            stored = read_sidecar(self.dir, segid, reader.doc_count_all())
             if stored is None:
-                stored = _stored_docs(reader, count)
+                stored = read_stored_fields(reader)
                 write_sidecar(self.dir, segid, stored)
             deleted = set(segment.deleted_docs()) if segment.has_deletions() else set()
             for docnum, path in enumerate(stored.paths):

@@ -39,6 +39,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermInf
 from whoosh.util.numeric import byte_to_length
 
 from .lru import SizedLru
+from .segment_sidecar import read_stored_fields
 from .term_table import TermTable
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
@@ -218,12 +219,8 @@ class SegmentDocs:
 
     @classmethod
     def read(cls, reader: Any) -> SegmentDocs:
-        ids, paths = [], []
-        for docnum in range(reader.doc_count_all()):
-            fields = reader.stored_fields(docnum)
-            ids.append(fields.get("id", ""))
-            paths.append(fields.get("path", ""))
-        return cls.of(ids, paths)
+        stored = read_stored_fields(reader)
+        return cls.of(stored.ids, stored.paths)
 
 
 class SegmentCache:

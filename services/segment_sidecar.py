@@ -22,6 +22,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -38,6 +39,22 @@ class StoredDocs:
     ids: list[str]
     paths: list[str]
     checksums: list[str]
+
+
+def read_stored_fields(reader: Any) -> StoredDocs:
+    """A segment's stored path, id and checksum per document, read through Whoosh (one record each).
+
+    What a sidecar saves reading; also what a segment without one costs (``postings.SegmentDocs.read``).
+    """
+    ids: list[str] = []
+    paths: list[str] = []
+    checksums: list[str] = []
+    for docnum in range(reader.doc_count_all()):
+        fields = reader.stored_fields(docnum)
+        ids.append(fields.get("id", ""))
+        paths.append(fields.get("path", ""))
+        checksums.append(fields.get("checksum", ""))
+    return StoredDocs(ids, paths, checksums)
 
 
 def sidecar_path(folder: Path, segment_id: str) -> Path:

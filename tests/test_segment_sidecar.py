@@ -3,7 +3,7 @@
 A warm open reads each segment's sidecar instead of one Whoosh stored-field
 record per document (1.1 s of a warm restart at 100,000 memories), and
 derives exactly what the stored fields give. Real Whoosh indexes on disk;
-``_stored_docs`` (the read through Whoosh) is wrapped to count its calls.
+``read_stored_fields`` (the read through Whoosh) is wrapped to count its calls.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from test_index import ids, mem
 def stored_reads(monkeypatch) -> list[int]:
     """Documents read through Whoosh's stored fields, one entry per segment read that way."""
     calls: list[int] = []
-    real = index_module._stored_docs
+    real = index_module.read_stored_fields
 
-    def counting(reader, count):
-        calls.append(count)
-        return real(reader, count)
+    def counting(reader):
+        calls.append(reader.doc_count_all())
+        return real(reader)
 
-    monkeypatch.setattr(index_module, "_stored_docs", counting)
+    monkeypatch.setattr(index_module, "read_stored_fields", counting)
     return calls
 
 
