@@ -343,14 +343,27 @@ function toggleRendered() {
 
 /* ---------- graph ---------- */
 
+/* One load at a time: the start-up route and a hash change can both ask for the graph, and a
+   second drawing would throw away the zoom and pan the person has set meanwhile. */
+let graphRequest = null;
+
 async function loadGraph(force = false) {
-  if (state.graph && !force) { renderGraph(); return; }
-  try {
-    state.graph = await api("GET", "/api/graph");
-    renderGraph();
-  } catch (e) {
-    showBanner(`Graph failed: ${e.message}`);
+  if (!force && graphRequest) { await graphRequest.catch(() => {}); return; }  // the load under way draws
+  if (force || !state.graph) {
+    const request = (graphRequest = api("GET", "/api/graph"));
+    try {
+      const graph = await request;
+      if (graphRequest !== request) return;  // a newer load started meanwhile; it draws
+      state.graph = graph;
+    } catch (e) {
+      if (graphRequest === request) showBanner(`Graph failed: ${e.message}`);
+      return;
+    } finally {
+      if (graphRequest === request) graphRequest = null;
+    }
   }
+  if (state.cy && state.drawnGraph === state.graph) { state.cy.resize(); return; }  // already drawn: keep the view
+  renderGraph();
 }
 
 function nodeColour(n) {
@@ -369,6 +382,8 @@ function communityName(c) {
 function renderGraph() {
   const g = state.graph;
   if (!g) return;
+  // A redraw after a change keeps where the person was looking; a first drawing fits the graph.
+  const keptView = state.cy && state.drawnGraph ? { zoom: state.cy.zoom(), pan: { ...state.cy.pan() } } : null;
   const container = $("#graph-canvas");
   if (typeof window.cytoscape !== "function") { showBanner("graph library missing"); return; }
   const sizes = {};
@@ -425,8 +440,10 @@ function renderGraph() {
   $("#graph-stats").textContent = [count(g.nodes.length, "memory", "memories"), count(g.edges.length, "link", "links"), count(communities.size, "community", "communities")].join(" · ");
   $("#graph-canvas").dataset.nodes = String(state.cy.nodes(".memory").length);
   $("#graph-canvas").dataset.edges = String(state.cy.edges().length);
+  state.drawnGraph = g;
   fillGraphFilters();
-  applyGraphFilter();
+  applyGraphFilter({ fit: !keptView });
+  if (keptView) state.cy.viewport(keptView);
   renderGraphLegend(communities);
 }
 
@@ -457,7 +474,7 @@ function setGraphFilter(kind, value) {
   applyGraphFilter();
 }
 
-function applyGraphFilter() {
+function applyGraphFilter({ fit = true } = {}) {
   if (!state.cy) return;
   const community = $("#graph-filter-community").value;
   const type = $("#graph-filter-type").value;
@@ -472,7 +489,7 @@ function applyGraphFilter() {
   });
   const shown = state.cy.nodes(".memory").not(".filtered");
   $("#graph-canvas").dataset.shown = String(shown.length);
-  if (shown.length) {
+  if (fit && shown.length) {
     state.cy.fit(shown.union(shown.parents()), 30);
     if (state.cy.zoom() > 1.3) state.cy.zoom({ level: 1.3, renderedPosition: { x: containerMid("x"), y: containerMid("y") } });
   }
