@@ -126,7 +126,9 @@ def test_obsidian_graph_is_a_named_map_with_filters(tmp_path: Path, daemon_on: A
     # The start-up route can land after a hash change (CI saw it redraw the graph and drop the zoom):
     # asking for the same graph again keeps the drawing, and a redraw after a change keeps the view.
     drawn = "(window.drawnBefore = state.cy, true)"
-    assert page.evaluate(f"{drawn} && Promise.all([loadGraph(), loadGraph()]).then(() => state.cy === window.drawnBefore)")
+    assert page.evaluate(
+        f"{drawn} && Promise.all([loadGraph(), loadGraph()]).then(() => state.cy === window.drawnBefore)"
+    )
     assert page.evaluate("state.graph = null, loadGraph(true).then(() => state.cy.zoom())") == pytest.approx(1.6)
     assert page.evaluate("state.cy !== window.drawnBefore")  # redrawn from the fresh graph, same view
     assert page.evaluate("state.cy.nodes('.memory.labelled').length") == len(graph["nodes"])
