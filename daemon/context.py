@@ -127,6 +127,9 @@ class DaemonContext:
         if mode == "daemon" and hasattr(engine, "access_log_defer"):
             # The access log's batch writes (~20-90 ms each) run on a read worker, not in a get_context.
             engine.access_log_defer = self._defer_access_write
+            # Its hourly recount of the window (~1.5 s at 10,000 logged queries) on the background
+            # thread: no get_context waits for it and no read worker is taken.
+            engine.access_log_background = self._defer_background
         if mode == "daemon" and hasattr(engine, "community_detector"):
             from .leiden_process import IsolatedDetector, IsolatedNamer
 
@@ -256,6 +259,10 @@ class DaemonContext:
     def _defer_access_write(self, job: Callable[[], None]) -> None:
         """Run the access log's due batch write on a read worker (raises once the pools shut down)."""
         self._read_pool.submit(job)
+
+    def _defer_background(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the background thread, then trim the heap (raises once the pools shut down)."""
+        self._background_pool.submit(_then_trim, job)
 
     async def run_read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a read-only call on the read pool (concurrent with other reads and one write)."""

@@ -2,7 +2,9 @@
 
 Real SQLite files in a temporary folder: a log written the old way (a ``loads``
 row per load) keeps counting after the change, new queries are read back in
-selection order, and forgetting a memory removes it from both forms.
+selection order, and forgetting a memory removes it from both forms. The hourly
+recount of the frequency window runs off the query path when the owner has a
+background thread (the daemon), and loses nothing recorded or forgotten meanwhile.
 """
 
 from __future__ import annotations
@@ -129,3 +131,127 @@ def test_frequency_scores_keep_the_maximum_as_loads_are_recorded_and_forgotten(t
         log._reload_counts_locked()
     assert log.frequency_scores(ids) == expected(ids)
     log.close()
+
+
+def _exact_counts(log: AccessLog) -> dict[str, int]:
+    """The window counted straight from the database, plus what is still pending (what a recount must equal)."""
+    with log._lock:
+        log._flush_locked()
+    return dict(log.counts_in_window(log.window_days))
+
+
+def test_a_due_recount_runs_in_the_background_and_the_query_keeps_its_counts(tmp_path):
+    """The hourly recount (a GROUP BY over every logged query: ~1.5 s at 10,000) never runs in a query
+    when the owner gave a background thread: the due query answers with the counts it has, one job is
+    handed over, and the counts it swaps in are exact, loads past the window gone."""
+    from ctxos.services.access_log import DAY_S, REFRESH_S
+
+    now = time.time()
+    log = AccessLog(tmp_path, window_days=30)
+    jobs: list = []
+    log.refresh_in_background = jobs.append
+    log.open()
+    log.record("old", "default", 1000, 10, [("gone", "L1"), ("a", "L1")], ts=now - 29.99 * DAY_S)
+    log.record("new", "default", 1000, 10, [("a", "L2"), ("b", "L1")], ts=now)
+    assert log.frequency_counts() == {"gone": 1, "a": 2, "b": 1}
+    log.window_days = 29.9  # the window moves past the old query (as an hour or a day does)
+    log._counts_at -= REFRESH_S + 1
+    before = log.frequency_counts()
+    assert before == {"gone": 1, "a": 2, "b": 1} and len(jobs) == 1  # answered at once, the recount handed over
+    assert log.frequency_counts() is before and len(jobs) == 1  # a second due query hands nothing more
+    jobs.pop()()
+    assert log.frequency_counts() == {"a": 1, "b": 1} == _exact_counts(log)
+    assert time.time() - log._counts_at < 5 and not log._refresh_handed
+    log.close()
+
+
+def test_a_background_recount_keeps_what_was_recorded_and_forgotten_while_it_counted(tmp_path):
+    """Between the recount's snapshot and its swap, queries are written, others still pending, and a memory
+    is forgotten: the swapped counts equal the database's own count with nothing lost or brought back."""
+    log = AccessLog(tmp_path)
+    log.open()
+    log.record("q1", "default", 1000, 10, [("a", "L1"), ("b", "L1"), ("x", "L2")])
+    log.flush()
+    log._refresh_handed = True  # as _hand_refresh sets it
+    started = time.time()
+    snapshot = log._count_snapshot(started - log.window_days * 86400.0)
+    assert snapshot is not None and snapshot[2] == {"a": 1, "b": 1, "x": 1}
+    log.record("q2", "default", 1000, 10, [("a", "L1"), ("c", "L2")])
+    log.flush()  # written after the snapshot: an id past it
+    log.record("q3", "default", 1000, 10, [("b", "L1"), ("c", "L0"), ("x", "L1")])  # still pending
+    log.forget_memory("x")  # forgotten while the recount ran
+    log.record("q4", "default", 1000, 10, [("d", "L1")])  # pending at the swap
+    log._swap_counts(*snapshot, started)
+    assert log.frequency_counts() == {"a": 2, "b": 2, "c": 1, "d": 1}
+    assert log.frequency_counts() == _exact_counts(log)
+    log.close()
+
+
+def test_without_a_background_thread_the_due_query_counts_inline(tmp_path):
+    """A one-shot engine (the CLI) recounts in the query that finds the counts due, as before."""
+    from ctxos.services.access_log import REFRESH_S
+
+    log = AccessLog(tmp_path)
+    log.open()
+    log.record("q", "default", 1000, 10, [("a", "L1")])
+    log.flush()
+    log.conn.execute("UPDATE queries SET ts = ts - 40 * 86400")  # the only query leaves the window
+    log._counts_at -= REFRESH_S + 1
+    assert log.frequency_counts() == {} == _exact_counts(log)
+    log.close()
+
+
+def test_in_the_daemon_a_due_recount_never_holds_up_a_query(make_workspace):
+    """A real ``DaemonContext`` (its thread pools) and engine on a real workspace: with the recount made
+    slow, a query that finds the counts due answers while the recount still runs on the background
+    thread, and the counts the recount swaps in afterwards are exact."""
+    import asyncio
+    import threading
+
+    from ctxos.daemon.context import DaemonContext
+    from ctxos.services.access_log import REFRESH_S
+    from ctxos.services.engine import Engine
+
+    root = make_workspace(
+        {
+            "04-skills/deploy.md": "---\nid: deploy\ntype: skill\nl0: Deploy with the release checklist\n---\nDeploy.\n",
+            "04-skills/rollback.md": "---\nid: rollback\ntype: skill\nl0: Roll back a failed deploy\n---\nRoll back.\n",
+        }
+    )
+    engine = Engine(root)
+    release, counting = threading.Event(), threading.Event()
+
+    async def scenario() -> None:
+        ctx = DaemonContext(root, engine)  # before the load, as the daemon does: the load wires the log
+        ctx.bind_loop(asyncio.get_running_loop())
+        engine.load()
+        log = engine.access_log
+        assert log.refresh_in_background is not None
+        await ctx.run_read(engine.execute_context_query, "deploy checklist", 1000)
+        assert log.frequency_counts()["deploy"] >= 1
+        snapshot = log._count_snapshot
+
+        def slow_snapshot(since: float):
+            counting.set()
+            assert release.wait(30)
+            return snapshot(since)
+
+        log._count_snapshot = slow_snapshot
+        log._counts_at -= REFRESH_S + 1
+        await asyncio.wait_for(ctx.run_read(engine.execute_context_query, "roll back a deploy", 1000), 10)
+        assert counting.wait(10) and log._refresh_handed  # the recount is running, the query has answered
+        await ctx.run_read(engine.execute_context_query, "deploy checklist", 1000)  # recorded meanwhile
+        release.set()
+        for _ in range(200):
+            if not log._refresh_handed:
+                break
+            await asyncio.sleep(0.05)
+        assert not log._refresh_handed and time.time() - log._counts_at < 30
+        assert dict(log.frequency_counts()) == _exact_counts(log)
+        ctx.shutdown_executors()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        engine.close()

@@ -105,6 +105,7 @@ class Lifecycle(EngineState):
         if self.access_log is None:
             self.access_log = AccessLog(self.state_dir, self.config.settings.access_log.frequency_window_days)
         self.access_log.defer = self.access_log_defer
+        self.access_log.refresh_in_background = self.access_log_background
         self.access_log.lazy_counts = True  # counted by warm_query_caches or the first query, not before ready
         self.access_log.open()
         try:

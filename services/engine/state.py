@@ -121,6 +121,9 @@ class EngineState:
         # How the access log writes a due batch (AccessLog.defer): None = by the query; the daemon
         # passes one that runs it on a worker thread, so no get_context waits for SQLite.
         self.access_log_defer: Callable[[Callable[[], None]], None] | None = None
+        # Where the access log's hourly recount of its window runs (AccessLog.refresh_in_background):
+        # None = in the query that finds it due; the daemon passes its background thread.
+        self.access_log_background: Callable[[Callable[[], None]], None] | None = None
 
     def _set_progress(self, progress: Progress | None) -> None:
         self.progress = progress
