@@ -31,7 +31,12 @@ GROUP BY over every query's loads: ~1.5 s once the log holds ~10,000 queries
 the counts it has (at most an hour and a recount stale) and the recount runs on
 that thread, on a connection of its own, off every query and every batch write
 (``_refresh_counts``). Without it (a one-shot CLI engine) the query counts inline,
-as the first count after a load always does.
+as the first count after a load does when there are no saved counts.
+
+The counts are saved at a clean close (``services/access_counts.py``), with the
+last query id and the window start they are exact for; an open brings them up to
+date with two small queries, so a restart neither counts the window nor makes its
+first query wait for a count.
 
 A query's loads are one JSON list on its ``queries`` row (``loads``:
 ``[[memory_id, tier], ...]`` in selection order), not a ``loads`` row each: a
@@ -55,6 +60,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .access_counts import SavedCounts, counts_path, discard_counts, load_counts, save_counts
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +143,8 @@ class AccessLog:
         # ``_pending_lock`` as loads are recorded, found again after a reload or a forgotten memory.
         self._top: tuple[Counter[str], int] | None = None
         self._counts_at = 0.0
+        self._counts_since = 0.0  # the window start the counts are exact from (saved with them at close)
+        self._counts_path = counts_path(self.path.parent)
         # True: ``open`` leaves the frequency counts to the first ``frequency_counts`` call. The
         # engine sets it and warms them after its load: counting the window (a GROUP BY over every
         # query's loads) took ~0.2 s of a daemon's warm restart after ~1,400 queries, and grows with use.
@@ -170,8 +179,9 @@ class AccessLog:
                 except OSError:
                     self.path.unlink(missing_ok=True)
                 self.recovered = f"access log unreadable ({exc}); started a new one"
+                discard_counts(self._counts_path)  # they counted the queries of the log moved aside
                 self._conn = self._connect()
-            if not self.lazy_counts:
+            if not self._load_saved_counts_locked() and not self.lazy_counts:
                 self._reload_counts_locked()
 
     def _connect(self) -> sqlite3.Connection:
@@ -204,6 +214,7 @@ class AccessLog:
         with self._lock:
             if self._conn is not None:
                 self._flush_locked()
+                self._save_counts_locked()
                 self._conn.close()
                 self._conn = None
 
@@ -231,7 +242,7 @@ class AccessLog:
             counts = self._counts
             kept = self._top
             top = kept[1] if kept is not None and kept[0] is counts else None
-            for mid, tier in loads:
+            for mid, tier in loads if ts >= self._counts_since else ():  # older: outside the counted window
                 if tier in COUNTED_TIERS:
                     counts[mid] += 1
                     if top is not None and counts[mid] > top:
@@ -302,6 +313,7 @@ class AccessLog:
         """Drop a memory's loads (e.g. after it is deleted for good)."""
         with self._lock:
             self._flush_locked()
+            discard_counts(self._counts_path)  # they count its loads; a clean close saves them again
             conn = self.conn
             conn.execute("DELETE FROM loads WHERE memory_id = ?", (memory_id,))
             if self._json_loads:
@@ -334,7 +346,58 @@ class AccessLog:
             else []
         )
         self._counts = Counter({mid: int(n) for mid, n in rows})
+        self._counts_since = since
         self._counts_at = time.time()
+
+    def _load_saved_counts_locked(self) -> bool:
+        """Counts saved at the last close, brought up to date; False when there are none usable.
+
+        What the saved counts lack: loads of queries written after ``newest`` (a
+        process that stopped without closing) and, taken away, loads the window has
+        left behind since. Both are found through the queries' ids and times
+        (indexed), not a count of the whole window.
+        """
+        saved = load_counts(self._counts_path, self.window_days)
+        conn = self._conn
+        if saved is None or conn is None:
+            return False
+        now = time.time()
+        since = now - self.window_days * DAY_S
+        newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+        if saved.newest > newest or since < saved.since:  # another log, or the clock went back
+            return False
+        counts = saved.counts
+        added = conn.execute(
+            "SELECT memory_id, COUNT(*) FROM all_loads WHERE query_id > ? AND ts >= ? AND tier IN (?, ?)"
+            " GROUP BY memory_id",
+            (saved.newest, since, *COUNTED_TIERS),
+        ).fetchall()
+        gone = conn.execute(
+            "SELECT memory_id, COUNT(*) FROM all_loads WHERE query_id <= ? AND ts >= ? AND ts < ? AND tier IN (?, ?)"
+            " GROUP BY memory_id",
+            (saved.newest, saved.since, since, *COUNTED_TIERS),
+        ).fetchall()
+        for mid, n in added:
+            counts[mid] += int(n)
+        for mid, n in gone:
+            counts[mid] -= int(n)
+        if any(n < 0 for n in counts.values()):  # the file counted loads the log no longer has
+            return False
+        with self._pending_lock:
+            self._counts = +counts  # without the memories whose loads all left the window
+            self._counts_since = since
+            self._counts_at = now
+            self._top = None
+        return True
+
+    def _save_counts_locked(self) -> None:
+        """Save the counts for the next open (at close: every recorded query is written by now)."""
+        if not self._counts_at or self._conn is None:
+            return  # never counted: nothing exact to save
+        newest = int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+        with self._pending_lock:
+            saved = SavedCounts(newest, self._counts_since, self.window_days, Counter(self._counts))
+        save_counts(self._counts_path, saved)
 
     def frequency_counts(self) -> Counter[str]:
         """Loads (L1/L2) per memory in the frequency window (cached, refreshed hourly).
@@ -436,6 +499,7 @@ class AccessLog:
                     counts.pop(mid, None)
                 self._counts = counts
                 self._top = None
+                self._counts_since = since
                 self._counts_at = started
 
     def frequency_scores(self, memory_ids: Iterable[str]) -> dict[str, float]:

@@ -5,6 +5,8 @@ row per load) keeps counting after the change, new queries are read back in
 selection order, and forgetting a memory removes it from both forms. The hourly
 recount of the frequency window runs off the query path when the owner has a
 background thread (the daemon), and loses nothing recorded or forgotten meanwhile.
+The counts saved at close are brought up to date at the next open instead of
+counted again, and anything odd about them means a count.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from ctxos.services.access_counts import counts_path, discard_counts
 from ctxos.services.access_log import DB_FILENAME, AccessLog
 
 OLD_SCHEMA = """
@@ -94,6 +97,7 @@ def test_lazy_counts_are_counted_at_first_use_with_the_same_result(tmp_path):
     log.open()
     log.record("q", "default", 1000, 20, [("a", "L1"), ("b", "L2"), ("a", "L0")], ts=now)
     log.close()
+    discard_counts(counts_path(tmp_path))  # no saved counts: the window is counted
     lazy = AccessLog(tmp_path)
     lazy.lazy_counts = True
     lazy.open()
@@ -255,3 +259,81 @@ def test_in_the_daemon_a_due_recount_never_holds_up_a_query(make_workspace):
     finally:
         release.set()
         engine.close()
+
+
+def _no_full_count(log: AccessLog) -> list[int]:
+    """Record every full count of the window this log makes (the spy the saved-counts tests read)."""
+    calls: list[int] = []
+    full = log._reload_counts_locked
+
+    def spy() -> None:
+        calls.append(1)
+        full()
+
+    log._reload_counts_locked = spy  # type: ignore[method-assign]
+    return calls
+
+
+def test_counts_saved_at_close_are_brought_up_to_date_at_the_next_open(tmp_path, monkeypatch):
+    """A clean close saves the counts; the next open reads them and adds what a process that stopped
+    without closing wrote, takes away what left the window, and counts nothing in full."""
+    import ctxos.services.access_log as access_log_module
+
+    now = time.time()
+    first = AccessLog(tmp_path, window_days=30)
+    first.open()
+    first.record("old", "default", 1000, 10, [("old", "L1"), ("a", "L1")], ts=now - 30 * 86400 + 600)
+    first.record("q1", "default", 1000, 10, [("a", "L2"), ("b", "L1"), ("c", "L0")], ts=now)
+    first.close()
+    assert counts_path(tmp_path).exists()
+
+    crashed = AccessLog(tmp_path, window_days=30)
+    crashed.open()
+    crashed.record("q2", "default", 1000, 10, [("b", "L1"), ("d", "L1")])
+    crashed.flush()
+    crashed._conn.close()  # stopped without closing: the saved counts lack q2
+    crashed._conn = None
+
+    later = now + 3600  # an hour on: the "old" query has left the 30-day window
+    monkeypatch.setattr(access_log_module.time, "time", lambda: later)
+    again = AccessLog(tmp_path, window_days=30)
+    again.lazy_counts = True
+    calls = _no_full_count(again)
+    again.open()
+    assert again._counts_at == later and not calls  # counted at open, from the saved counts
+    assert again.frequency_counts() == {"a": 1, "b": 2, "d": 1} == _exact_counts(again)
+    assert not calls
+    again.close()
+
+
+def test_odd_or_stale_saved_counts_mean_a_count(tmp_path):
+    """A torn file, another window, a file ahead of the log, or a forgotten memory: the window is counted,
+    with the database's own result."""
+    log = AccessLog(tmp_path, window_days=30)
+    log.open()
+    log.record("q", "default", 1000, 10, [("a", "L1"), ("b", "L1")])
+    log.close()
+    saved = counts_path(tmp_path)
+    good = saved.read_bytes()
+
+    def reopened(window_days: float = 30) -> tuple[AccessLog, list[int]]:
+        fresh = AccessLog(tmp_path, window_days=window_days)
+        fresh.lazy_counts = True
+        calls = _no_full_count(fresh)
+        fresh.open()
+        return fresh, calls
+
+    for damage in (good[: len(good) // 2], b"[]", good.replace(b'"newest":1', b'"newest":9')):
+        saved.write_bytes(damage)
+        fresh, calls = reopened()
+        assert fresh._counts_at == 0.0  # nothing usable: counted at first use
+        assert fresh.frequency_counts() == {"a": 1, "b": 1} and calls == [1]
+        fresh.close()
+    fresh, calls = reopened(window_days=7)  # saved for a 30-day window
+    assert fresh._counts_at == 0.0 and fresh.frequency_counts() == {"a": 1, "b": 1} and calls == [1]
+    fresh.forget_memory("a")
+    assert not saved.exists()  # they counted the forgotten memory's loads
+    fresh.close()
+    fresh, calls = reopened(window_days=7)  # saved again at the clean close, for this window
+    assert fresh._counts_at > 0 and fresh.frequency_counts() == {"b": 1} and not calls
+    fresh.close()
