@@ -17,8 +17,9 @@ full build is the reference the patch must equal, and the path for bursts.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -195,6 +196,29 @@ def add_explicit_edges(graph: LinkGraph, resolved: dict[str, ResolvedLinks]) -> 
 def dangling_links(resolved: dict[str, ResolvedLinks]) -> list[tuple[str, str]]:
     """Every (source id, link text) that names no memory, sorted."""
     return sorted((source, target) for source, links in resolved.items() for target, found in links if found is None)
+
+
+def patch_dangling(
+    previous: list[tuple[str, str]], resolved: Mapping[str, ResolvedLinks], sources: Iterable[str]
+) -> list[tuple[str, str]]:
+    """``dangling_links(resolved)`` from ``previous`` when only the links of ``sources`` were resolved again.
+
+    A source's entries are one run of the sorted list, so each is replaced where it
+    lies (found by bisection) and the rest is copied in slices: a save re-sorted
+    every link of the workspace before (~48 ms of each graph patch at 100,000 memories).
+    """
+    out: list[tuple[str, str]] = []
+    start = 0
+    for source in sorted(set(sources)):
+        low = bisect_left(previous, (source,), start)
+        out.extend(previous[start:low])
+        high = low
+        while high < len(previous) and previous[high][0] == source:
+            high += 1
+        out.extend(sorted((source, target) for target, found in resolved.get(source, ()) if found is None))
+        start = high
+    out.extend(previous[start:])
+    return out
 
 
 def tag_set(memory: Memory) -> list[str]:

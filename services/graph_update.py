@@ -38,9 +38,9 @@ from .graph import (
     LinkGraph,
     ResolvedLinks,
     authority,
-    dangling_links,
     graph_from_links,
     neighbour_tuple,
+    patch_dangling,
     resolve_all_links,
     resolve_links,
     tag_set,
@@ -179,7 +179,7 @@ class GraphTracker:
             skipped_tags=previous.skipped_tags,
         )
         edges_changed = self._relink(graph, previous, memories, sources, changed, known, catalog)
-        graph.dangling = dangling_links(self._links)
+        graph.dangling = patch_dangling(previous.dangling, self._links, sources)
         if min_shared > 0:
             _patch_implicit(graph, previous, memories, changed, self._members, min_shared, skipped)
         graph.authority = authority(graph, damping) if nodes_changed or edges_changed else previous.authority

@@ -151,3 +151,31 @@ def test_a_tag_crossing_the_member_limit_rebuilds_in_full_with_the_same_result(t
         assert tracker.last_update == "unchanged"
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_patched_dangling_links_equal_a_full_sort(seed: int) -> None:
+    """``patch_dangling`` replaces only the re-resolved sources' runs; the result is the full sort's, duplicates
+    and sources that gained or lost every dangling link included."""
+    from ctxos.services.graph import dangling_links, patch_dangling
+
+    rng = random.Random(seed)
+    ids = [f"m{i:02d}" for i in range(40)]
+
+    def links_of() -> tuple[tuple[str, str | None], ...]:
+        return tuple(
+            (rng.choice(["x", "y", "Zed", "a b", "x"]), None if rng.random() < 0.5 else rng.choice(ids))
+            for _ in range(rng.randrange(0, 4))
+        )
+
+    resolved = {mid: links_of() for mid in ids if rng.random() < 0.8}
+    dangling = dangling_links(resolved)
+    for _ in range(30):
+        sources = set(rng.sample(ids, rng.randrange(1, 6)))
+        for mid in sources:
+            if rng.random() < 0.2:
+                resolved.pop(mid, None)  # deleted, or no links left
+            else:
+                resolved[mid] = links_of()
+        dangling = patch_dangling(dangling, resolved, sources)
+        assert dangling == dangling_links(resolved)
