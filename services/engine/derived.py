@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 
+from .. import graph_cache
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
@@ -69,15 +70,36 @@ class DerivedState(EngineState):
             generation = self._generation
             if cached is not None and cached[0] == generation:
                 return cached[1]
-            min_shared = self.config.settings.graph.implicit_edge_min_shared_tags
-            # Patched from the last graph when a few memories changed (an editor's save), built in
-            # full otherwise (services/graph_update.py); the same graph either way.
-            graph = self._graph_tracker.graph_for(
-                self.store.memories, self.store, min_shared_tags=min_shared, check=self.stop_flag.check
-            )
+            settings = self._graph_settings()
+            # The first graph after a start: the one saved at the last close when the store is the
+            # same (services/graph_cache.py). Otherwise patched from the last graph when a few
+            # memories changed (an editor's save), built in full otherwise (services/graph_update.py);
+            # the same graph every way.
+            graph = self._saved_graph(settings) if cached is None else None
+            if graph is None:
+                min_shared, max_members, damping = settings
+                graph = self._graph_tracker.graph_for(
+                    self.store.memories,
+                    self.store,
+                    min_shared_tags=min_shared,
+                    max_tag_members=max_members,
+                    damping=damping,
+                    check=self.stop_flag.check,
+                )
             self._graph = (generation, graph)
         if self.allow_stale_graph and self._community_override is None:
             self._load_communities()
+        return graph
+
+    def _saved_graph(self, settings: tuple[int, int, float]) -> LinkGraph | None:
+        """The graph saved at the last close, if it was built from exactly this store (once per engine)."""
+        if self.state_dir is None or self._saved_graph_tried:
+            return None
+        self._saved_graph_tried = True
+        key = graph_cache.store_key(dict(self.store.memories), settings)
+        graph = graph_cache.load_graph(graph_cache.graph_path(self.state_dir), key) if key is not None else None
+        if graph is not None:
+            log.info("link graph read from %s (%d memories)", graph_cache.GRAPH_FILENAME, len(graph.nodes))
         return graph
 
     def pinned_ids(self) -> list[str]:

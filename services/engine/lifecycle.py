@@ -363,6 +363,10 @@ class Lifecycle(EngineState):
         if self.vectors is not None:
             self.vectors.flush()
         try:
+            self.save_graph()
+        except Exception:  # noqa: BLE001 - a cache: the next start builds the graph, nothing else
+            log.exception("saving the link graph at close failed")
+        try:
             self._save_changed_parse_cache()
         except Exception:  # noqa: BLE001 - a cache: the next start parses more, nothing else
             log.exception("writing the parse cache at close failed")

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import graph_cache
 from ..access_log import AccessLog
 from ..block_store import BlockStore
 from ..config import Config
-from ..graph import LinkGraph
+from ..graph import MAX_TAG_MEMBERS, LinkGraph
 from ..graph_update import GraphTracker
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 # A governance report depends on the clock too (ages, load windows): reused at most this long.
 GOVERNANCE_REPORT_MAX_AGE_S = 60.0
+GRAPH_DAMPING = 0.85  # PageRank's damping for the authority signal (GraphTracker.graph_for's default)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class EngineState:
         self._derived_lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
         self._graph_tracker = GraphTracker()  # what the graph was built from, to patch it (graph_update.py)
+        self._saved_graph_tried = False  # the graph saved at the last close is read at most once (graph_cache.py)
         # The daemon sets this: queries then use the last built graph and the
         # daemon calls refresh_graph() after each change batch (see graph()).
         self.allow_stale_graph = False
@@ -124,6 +127,19 @@ class EngineState:
         # Where the access log's hourly recount of its window runs (AccessLog.refresh_in_background):
         # None = in the query that finds it due; the daemon passes its background thread.
         self.access_log_background: Callable[[Callable[[], None]], None] | None = None
+
+    def _graph_settings(self) -> tuple[int, int, float]:
+        """What a graph build takes besides the memories (part of the saved graph's key)."""
+        return (self.config.settings.graph.implicit_edge_min_shared_tags, MAX_TAG_MEMBERS, GRAPH_DAMPING)
+
+    def save_graph(self) -> None:
+        """Save the current graph for the next start (at close); nothing when it is stale or never built."""
+        cached = self._graph
+        if self.state_dir is None or cached is None or cached[0] != self._generation:
+            return
+        key = graph_cache.store_key(dict(self.store.memories), self._graph_settings())
+        if key is not None:
+            graph_cache.save_graph(graph_cache.graph_path(self.state_dir), key, cached[1])
 
     def _set_progress(self, progress: Progress | None) -> None:
         self.progress = progress

@@ -1,0 +1,145 @@
+"""The link graph saved at close and read at the next start (services/graph_cache.py).
+
+Real files in a real workspace, through the engine: a clean close saves the
+graph; the next engine on the same files reads it for its first graph instead of
+building one, and it equals a full build; a file changed while nothing ran, a
+different build setting, or a damaged file means a build. After a restart the
+first change batch patches from a full build of the tracker's own maps, with the
+same result as a build from scratch. A real daemon reads the graph on restart.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from ctxos.services.engine import Engine
+from ctxos.services.graph_cache import GRAPH_FILENAME, graph_path, load_graph, store_key
+from daemon_helpers import lexical_workspace, short_runtime_dir, start_daemon
+from test_graph_update import FOLDERS, STEMS, _assert_same, _reference, _text
+
+
+def _workspace(tmp_path: Path, seed: int = 7, count: int = 40) -> tuple[Path, list[str]]:
+    rng = random.Random(seed)
+    root = lexical_workspace(tmp_path / "ws")
+    files: list[str] = []
+    for i in range(count):
+        rel = f"{rng.choice(FOLDERS)}/{rng.choice(STEMS)} {i}.md"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(_text(rng, STEMS), encoding="utf-8")
+        files.append(rel)
+    return root, files
+
+
+def _graph_builds(engine: Engine) -> list[str]:
+    """Record each build the engine's graph tracker makes (its ``last_update`` after the call)."""
+    calls: list[str] = []
+    tracker = engine._graph_tracker
+    build = tracker.graph_for
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        graph = build(*args, **kwargs)
+        calls.append(tracker.last_update)
+        return graph
+
+    tracker.graph_for = spy  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_restart_reads_the_graph_saved_at_close_and_patches_after_the_first_change(tmp_path: Path) -> None:
+    root, files = _workspace(tmp_path)
+    first = Engine(root)
+    first.load()
+    built = first.graph()
+    first.close()
+    saved = graph_path(first.state_dir)
+    assert saved.exists()
+
+    again = Engine(root)
+    again.load()
+    builds = _graph_builds(again)
+    try:
+        graph = again.graph()
+        assert builds == []  # read, not built
+        _assert_same(graph, built)
+        _assert_same(graph, _reference(again))
+        rng = random.Random(3)
+        for step in range(4):  # the first change builds the tracker's maps in full, the next ones patch
+            rel = files[step]
+            (root / rel).write_text(_text(rng, STEMS), encoding="utf-8")
+            again.apply_changes([rel])
+            _assert_same(again.refresh_graph(), _reference(again))
+        assert builds[0] == "full" and set(builds[1:]) <= {"patched", "unchanged"}, builds
+    finally:
+        again.close()
+
+
+def test_a_file_changed_while_stopped_or_another_setting_means_a_build(tmp_path: Path) -> None:
+    root, files = _workspace(tmp_path, seed=11)
+    engine = Engine(root)
+    engine.load()
+    engine.graph()
+    engine.close()
+    state = engine.state_dir
+    assert state is not None
+
+    (root / files[0]).write_text("---\nid: changed-while-stopped\n---\n[[Templates 1]] and [[nowhere]]\n", "utf-8")
+    moved = Engine(root)
+    moved.load()
+    builds = _graph_builds(moved)
+    try:
+        _assert_same(moved.graph(), _reference(moved))
+        assert builds == ["full"]
+    finally:
+        moved.close()  # saves the graph of the changed store
+
+    settings = Engine(root)
+    settings.load()
+    key = store_key(dict(settings.store.memories), settings._graph_settings())
+    assert key is not None and load_graph(graph_path(state), key) is not None  # saved again at that close
+    other = (settings._graph_settings()[0] + 1, *settings._graph_settings()[1:])
+    assert load_graph(graph_path(state), store_key(dict(settings.store.memories), other) or "") is None
+    settings.close()
+
+    data = graph_path(state).read_bytes()
+    for damage in (data[: len(data) // 2], b"[]", data.replace(b'"format":1', b'"format":99')):
+        graph_path(state).write_bytes(damage)
+        broken = Engine(root)
+        broken.load()
+        builds = _graph_builds(broken)
+        try:
+            _assert_same(broken.graph(), _reference(broken))
+            assert builds == ["full"]
+        finally:
+            broken.close()
+
+
+def test_a_stale_graph_is_not_saved(tmp_path: Path) -> None:
+    """A close right after a change the graph has not caught up with leaves no graph of the old files."""
+    root, files = _workspace(tmp_path, seed=5, count=12)
+    engine = Engine(root)
+    engine.load()
+    engine.graph()
+    (root / files[0]).write_text("---\nid: fresh\n---\nnew text\n", "utf-8")
+    engine.apply_changes([files[0]])
+    engine.close()
+    assert engine.state_dir is not None and not graph_path(engine.state_dir).exists()
+
+
+def test_a_restarted_daemon_serves_its_first_query_from_the_saved_graph(tmp_path: Path) -> None:
+    """A real daemon process: stopped cleanly it saves the graph; the next one reads it (its log says so)."""
+    root, _ = _workspace(tmp_path, seed=13)
+    runtime = short_runtime_dir()
+    daemon = start_daemon(root, runtime_dir=runtime)
+    try:
+        daemon.call("get_context", query="templates and sync")
+    finally:
+        daemon.stop()
+    assert (root / ".ctxos" / GRAPH_FILENAME).exists()
+    again = start_daemon(root, runtime_dir=runtime)
+    try:
+        answer = again.call("get_context", query="templates and sync")
+        assert answer["selected"]
+    finally:
+        again.stop()
+    assert f"link graph read from {GRAPH_FILENAME}" in again.output()
