@@ -60,6 +60,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from .access_counts import SavedCounts, counts_path, discard_counts, load_counts, save_counts
 
@@ -105,6 +108,14 @@ CREATE TEMP VIEW IF NOT EXISTS all_loads AS
     WHERE q.loads IS NOT NULL
 """
 _ALL_LOADS_ROWS = "CREATE TEMP VIEW IF NOT EXISTS all_loads AS SELECT query_id, memory_id, tier, ts FROM loads"
+
+
+def _loads_json(loads: list[Any]) -> str:
+    """A query's loads as the JSON text of its row (orjson: ~5x the standard library's speed on ~130 pairs).
+
+    Text, not bytes: SQLite reads a BLOB argument of its JSON functions as its binary JSONB.
+    """
+    return orjson.dumps(loads).decode("utf-8")
 
 
 @dataclass
@@ -280,7 +291,7 @@ class AccessLog:
                     conn.executemany(
                         "INSERT INTO queries(ts, query, intent, budget, tokens_used, loads) VALUES (?, ?, ?, ?, ?, ?)",
                         [
-                            (item.ts, item.query, item.intent, item.budget, item.tokens_used, json.dumps(item.loads))
+                            (item.ts, item.query, item.intent, item.budget, item.tokens_used, _loads_json(item.loads))
                             for item in pending
                         ],
                     )
@@ -317,12 +328,14 @@ class AccessLog:
             conn = self.conn
             conn.execute("DELETE FROM loads WHERE memory_id = ?", (memory_id,))
             if self._json_loads:
-                needle = json.dumps(memory_id)  # as it is written inside the lists
+                # As the lists hold it: UTF-8 as written now, \u-escaped as the standard library wrote it before.
+                needles = (_loads_json([memory_id])[1:-1], json.dumps(memory_id))
                 rows = conn.execute(
-                    "SELECT id, loads FROM queries WHERE loads IS NOT NULL AND instr(loads, ?) > 0", (needle,)
+                    "SELECT id, loads FROM queries WHERE loads IS NOT NULL AND (instr(loads, ?) > 0 OR instr(loads, ?) > 0)",
+                    needles,
                 ).fetchall()
                 updates = [
-                    (json.dumps([pair for pair in json.loads(text) if pair[0] != memory_id]), query_id)
+                    (_loads_json([pair for pair in json.loads(text) if pair[0] != memory_id]), query_id)
                     for query_id, text in rows
                 ]
                 if updates:

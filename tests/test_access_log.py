@@ -337,3 +337,29 @@ def test_odd_or_stale_saved_counts_mean_a_count(tmp_path):
     fresh, calls = reopened(window_days=7)  # saved again at the clean close, for this window
     assert fresh._counts_at > 0 and fresh.frequency_counts() == {"b": 1} and not calls
     fresh.close()
+
+
+def test_loads_with_non_ascii_ids_are_read_and_forgotten_in_both_spellings(tmp_path):
+    """Lists are written as UTF-8 JSON text (orjson) now, \\u-escaped (the standard library) before: counts,
+    read-back and forgetting find a non-ASCII id in both."""
+    import json
+
+    log = AccessLog(tmp_path)
+    log.open()
+    log.record("new", "default", 1000, 10, [("café", "L1"), ("naïve", "L2")])
+    log.flush()
+    stored = log.conn.execute("SELECT loads, typeof(loads) FROM queries").fetchone()
+    assert stored == ('[["café","L1"],["naïve","L2"]]', "text")
+    old = json.dumps([["café", "L2"], ["b", "L1"]])
+    assert "\\u00e9" in old
+    log.conn.execute(
+        "INSERT INTO queries(ts, query, intent, budget, tokens_used, loads) VALUES (?, 'old', 'default', 1000, 10, ?)",
+        (time.time(), old),
+    )
+    assert log.counts_in_window(1) == {"café": 2, "naïve": 1, "b": 1}
+    oldest, newest = sorted(q.id for q in log.recent_queries(2))
+    assert log.loads_for_query(oldest) == [("café", "L1"), ("naïve", "L2")]
+    log.forget_memory("café")
+    assert log.counts_in_window(1) == {"naïve": 1, "b": 1}
+    assert log.loads_for_query(newest) == [("b", "L1")]
+    log.close()
