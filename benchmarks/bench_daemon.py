@@ -12,7 +12,10 @@ outside exactly as a client sees it:
   connection each) at 10,000 memories;
 * **MCP stdio latency**: ``get_context`` through ``ctxos mcp`` (the stdio
   server an agent starts, with the MCP SDK's client), one call at a time;
-* **idle**: RSS and CPU time of the daemon over 60 s with nothing happening.
+* **idle**: RSS and CPU time of the daemon over 60 s with nothing happening;
+* **first query**: one ``get_context`` sent the moment the daemon says ready, after
+  the cold start and after the warm restart (what an agent asking at once waits for
+  the start-up work: the link graph, the query lists, the access counts).
 
 Targets (issue 16): p95 save-to-searchable <= 200 ms for a single edit; p95
 socket query <= 40 ms at 10,000 memories with 8 clients (issue 3 had 500 and
@@ -257,6 +260,18 @@ def measure_burst(daemon: Daemon, files: int, probes: int) -> dict[str, Any]:
     }
 
 
+def first_query_ms(daemon: Daemon) -> float:
+    """One get_context sent the moment the daemon says ready: what an agent asking at once waits.
+
+    The daemon's start-up work (the link graph, the query lists, the access counts) runs
+    after ready; a query that needs it before it is done waits for it.
+    """
+    with daemon.client() as client:
+        started = time.perf_counter()
+        client.call("get_context", {"query": QUERIES[0]})
+        return (time.perf_counter() - started) * 1000.0
+
+
 def measure_queries(daemon: Daemon, clients: int, per_client: int) -> dict[str, Any]:
     latencies: list[float] = []
     engine_ms: list[float] = []  # the engine's own time per query (ContextResult.elapsed_ms)
@@ -359,6 +374,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None, http: bool = False) -
         daemon = Daemon(root, runtime, debounce_ms, http)
         try:
             ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
+            cold_first_ms = first_query_ms(daemon)
             with daemon.client() as client:
                 daemon.wait_settled(client)
                 memories = client.call("status")["memories"]
@@ -380,6 +396,7 @@ def run(settings: dict[str, Any], debounce_ms: int | None, http: bool = False) -
         try:
             warm_ready_s = daemon.wait_ready(settings.get("ready_timeout_s", 900.0))
             warm_rss = current_rss_mb(daemon.proc.pid)
+            warm_first_ms = first_query_ms(daemon)
         finally:
             daemon.stop()
     finally:
@@ -398,6 +415,8 @@ def run(settings: dict[str, Any], debounce_ms: int | None, http: bool = False) -
         "rss_after_burst_mb": after_rss,
         "rss_after_queries_mb": after_queries_rss,
         "warm_restart_ready_s": warm_ready_s,
+        "first_query_after_cold_start_ms": cold_first_ms,
+        "first_query_after_warm_restart_ms": warm_first_ms,
         "rss_after_warm_restart_mb": warm_rss,
         "query": {
             **_stats(queries["latencies_ms"]),
@@ -451,6 +470,12 @@ def main(argv: list[str] | None = None) -> int:
         ["memories indexed", result["memories"], "", ""],
         ["cold start to ready (s), index built from scratch", result["cold_start_ready_s"], "", ""],
         ["warm restart to ready (s), index and parse cache on disk", result["warm_restart_ready_s"], "", ""],
+        [
+            "first get_context right after ready (ms): cold start / warm restart",
+            f"{result['first_query_after_cold_start_ms']:.0f} / {result['first_query_after_warm_restart_ms']:.0f}",
+            "",
+            "",
+        ],
         [
             f"socket get_context p50 / p95 (ms), {q['clients']} clients",
             f"{q['p50']:.1f} / {q['p95']:.1f}",

@@ -39,6 +39,8 @@ def test_bench_daemon_small(tmp_path: Path) -> None:
     assert "MCP stdio get_context" in run.stdout and stdio["calls"] == 18 * settings["stdio_rounds"]
     assert 0 < stdio["engine_p50_ms"] < stdio["p50_ms"] <= stdio["p95_ms"] and not stdio["over_budget"]
     assert data["machine"]["cores"] >= 1
+    assert data["first_query_after_cold_start_ms"] > 0 and data["first_query_after_warm_restart_ms"] > 0
+    assert "first get_context right after ready" in run.stdout
 
 
 @pytest.mark.slow
