@@ -192,7 +192,7 @@ class AccessLog:
                 self.recovered = f"access log unreadable ({exc}); started a new one"
                 discard_counts(self._counts_path)  # they counted the queries of the log moved aside
                 self._conn = self._connect()
-            if not self._load_saved_counts_locked() and not self.lazy_counts:
+            if not self._load_saved_counts_guarded() and not self.lazy_counts:
                 self._reload_counts_locked()
 
     def _connect(self) -> sqlite3.Connection:
@@ -225,7 +225,10 @@ class AccessLog:
         with self._lock:
             if self._conn is not None:
                 self._flush_locked()
-                self._save_counts_locked()
+                try:
+                    self._save_counts_locked()
+                except sqlite3.Error as exc:  # a cache: the next open counts the window
+                    log.warning("access log %s: frequency counts not saved (%s)", self.path, exc)
                 self._conn.close()
                 self._conn = None
 
@@ -361,6 +364,14 @@ class AccessLog:
         self._counts = Counter({mid: int(n) for mid, n in rows})
         self._counts_since = since
         self._counts_at = time.time()
+
+    def _load_saved_counts_guarded(self) -> bool:
+        """``_load_saved_counts_locked``; a database that cannot answer means counting the window instead."""
+        try:
+            return self._load_saved_counts_locked()
+        except sqlite3.Error as exc:
+            log.warning("access log %s: saved frequency counts not brought up to date (%s)", self.path, exc)
+            return False
 
     def _load_saved_counts_locked(self) -> bool:
         """Counts saved at the last close, brought up to date; False when there are none usable.

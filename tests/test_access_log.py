@@ -363,3 +363,22 @@ def test_loads_with_non_ascii_ids_are_read_and_forgotten_in_both_spellings(tmp_p
     assert log.counts_in_window(1) == {"naïve": 1, "b": 1}
     assert log.loads_for_query(newest) == [("b", "L1")]
     log.close()
+
+
+def test_an_error_bringing_saved_counts_up_to_date_means_a_count(tmp_path, monkeypatch):
+    """The open never fails over the saved counts: an SQLite error there falls back to counting the window."""
+    import sqlite3
+
+    log = AccessLog(tmp_path)
+    log.open()
+    log.record("q", "default", 1000, 10, [("a", "L1")])
+    log.close()
+
+    def fail(self: AccessLog) -> bool:
+        raise sqlite3.OperationalError("database disk image is malformed")
+
+    monkeypatch.setattr(AccessLog, "_load_saved_counts_locked", fail)
+    again = AccessLog(tmp_path)
+    again.open()
+    assert again.frequency_counts() == {"a": 1}
+    again.close()
