@@ -21,6 +21,7 @@ import gc
 import hashlib
 import logging
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,17 @@ def store_key(memories: Mapping[str, Memory], settings: tuple[Any, ...]) -> str 
             return None  # made in memory, not read from a file: nothing to tell its content by
         lines.append(f"{mid}\0{memory.rel_path}\0{memory.checksum}")
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(repr((FORMAT, settings)).encode("utf-8"))
+    digest.update(repr((FORMAT, _release(), settings)).encode("utf-8"))
     digest.update("\n".join(lines).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def _release() -> str:
+    """The installed release: a new one may resolve links differently, so its graphs are its own."""
+    try:
+        return version("ai-context-os")
+    except PackageNotFoundError:
+        return "checkout"
 
 
 def save_graph(path: Path, key: str, graph: LinkGraph) -> None:
