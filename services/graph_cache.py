@@ -7,6 +7,10 @@ full build, ~0.45 s at 10,000 memories in process and seconds at 100,000 (measur
 naming exactly what it was built from: every memory's id, file and content checksum,
 and the build's settings. At the next start the first call for the graph reads the file
 when the key of the loaded store is the same (``load_graph``), instead of building.
+In the daemon, which already serves a graph one change behind (``allow_stale_graph``),
+a saved graph of other files (changed while it was stopped, or stopped before the
+graph caught up with a change) is served the same way while the current one is built
+off the query path.
 
 The file is a cache like the rest of ``.ctxos/``: a torn or foreign file, another
 format, or any difference in the store means a full build, as before. It holds only
@@ -21,6 +25,7 @@ import gc
 import hashlib
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -87,8 +92,16 @@ def save_graph(path: Path, key: str, graph: LinkGraph) -> None:
         log.warning("link graph %s not saved (%s); the next start builds it", path, exc)
 
 
-def load_graph(path: Path, key: str) -> LinkGraph | None:
-    """The graph saved under ``key``, or None (no file, another key, or anything odd about it).
+@dataclass(frozen=True)
+class SavedGraph:
+    """A graph read back, with the key it was saved under (compare it with ``store_key`` of the store)."""
+
+    key: str
+    graph: LinkGraph
+
+
+def load_graph(path: Path) -> SavedGraph | None:
+    """The saved graph and its key, or None (no file, another format, or anything odd about it).
 
     The cyclic collector is paused meanwhile: the read makes ~500,000 objects at
     100,000 memories, and collections triggered by them walked the loaded heap
@@ -97,13 +110,13 @@ def load_graph(path: Path, key: str) -> LinkGraph | None:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read_graph(path, key)
+        return _read_graph(path)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _read_graph(path: Path, key: str) -> LinkGraph | None:
+def _read_graph(path: Path) -> SavedGraph | None:
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
@@ -112,11 +125,11 @@ def _read_graph(path: Path, key: str) -> LinkGraph | None:
         log.info("link graph %s unreadable (%s); building it", path, exc)
         return None
     try:
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
+        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("key"), str):
             return None
         shared: dict[float, float] = {}  # one float object per distinct rank, as graph.authority keeps them
         authority = {mid: shared.setdefault(value, value) for mid, value in _floats(data["authority"]).items()}
-        return LinkGraph(
+        graph = LinkGraph(
             nodes=_strings(data["nodes"]),
             outgoing=_neighbours(data["outgoing"]),
             incoming=_neighbours(data["incoming"]),
@@ -125,6 +138,7 @@ def _read_graph(path: Path, key: str) -> LinkGraph | None:
             authority=authority,
             skipped_tags=_strings(data["skipped_tags"]),
         )
+        return SavedGraph(data["key"], graph)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         log.info("link graph %s malformed (%s); building it", path, exc)
         return None

@@ -96,9 +96,10 @@ def test_a_file_changed_while_stopped_or_another_setting_means_a_build(tmp_path:
     settings = Engine(root)
     settings.load()
     key = store_key(dict(settings.store.memories), settings._graph_settings())
-    assert key is not None and load_graph(graph_path(state), key) is not None  # saved again at that close
+    saved = load_graph(graph_path(state))
+    assert key is not None and saved is not None and saved.key == key  # saved again at that close
     other = (settings._graph_settings()[0] + 1, *settings._graph_settings()[1:])
-    assert load_graph(graph_path(state), store_key(dict(settings.store.memories), other) or "") is None
+    assert store_key(dict(settings.store.memories), other) != key  # another setting: another graph
     settings.close()
 
     data = graph_path(state).read_bytes()
@@ -112,6 +113,45 @@ def test_a_file_changed_while_stopped_or_another_setting_means_a_build(tmp_path:
             assert builds == ["full"]
         finally:
             broken.close()
+
+
+def test_in_the_daemon_a_saved_graph_of_other_files_is_served_while_the_current_one_is_built(tmp_path: Path) -> None:
+    """With ``allow_stale_graph`` (the daemon), a file changed while nothing ran: the query path serves the
+    saved graph at once, as it serves the graph a change leaves behind, and ``refresh_graph`` (which the
+    daemon runs right after ready) builds the current one in full."""
+    root, files = _workspace(tmp_path, seed=17)
+    engine = Engine(root)
+    engine.load()
+    before = engine.graph()
+    engine.close()
+    (root / files[1]).write_text("---\nid: edited-while-stopped\n---\n[[Templates 2]] and [[sync 3]]\n", "utf-8")
+
+    daemon_like = Engine(root)
+    daemon_like.allow_stale_graph = True  # as DaemonContext sets it
+    daemon_like.load()
+    builds = _graph_builds(daemon_like)
+    try:
+        served = daemon_like.graph(stale_ok=True)
+        assert builds == [] and daemon_like.graph_is_stale()
+        _assert_same(served, before)  # the saved graph, not a build
+        current = daemon_like.refresh_graph()
+        assert builds == ["full"] and not daemon_like.graph_is_stale()
+        _assert_same(current, _reference(daemon_like))
+        assert "edited-while-stopped" in current.nodes and "edited-while-stopped" not in served.nodes
+        assert daemon_like.graph() is current  # every caller gets the current graph from now on
+    finally:
+        daemon_like.close()
+
+    one_shot = Engine(root)  # a CLI engine never serves another store's graph: it builds
+    one_shot.load()
+    (root / files[2]).write_text("---\nid: edited-again\n---\nbody\n", "utf-8")
+    one_shot.apply_changes([files[2]])
+    builds = _graph_builds(one_shot)
+    try:
+        _assert_same(one_shot.graph(stale_ok=True), _reference(one_shot))
+        assert builds == ["full"]
+    finally:
+        one_shot.close()
 
 
 def test_a_stale_graph_is_not_saved(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_CACHE_MAX = 200_000
 FLOOR_L2 = "L2>="  # the token cache's key for an L2 block's lower bound (``block_tokens_at_least``)
+STALE_GENERATION = -1  # the generation of a saved graph of other files: never current, so it is rebuilt
 WARM_LIST_SIZE = 64  # warm_query_caches: important/recent lists this long (queries ask for <= 40)
 
 
@@ -43,12 +44,40 @@ class DerivedState(EngineState):
         the price of neighbours and authority lagging a change by one refresh
         (BM25 and the memories themselves are always current, and ids the
         store no longer holds are skipped). Every other caller (communities,
-        graph views, governance) gets the current graph.
+        graph views, governance) gets the current graph. Right after a start
+        such a query serves the graph saved at the last close (``_adopt_saved_graph``)
+        rather than build one.
         """
         cached = self._graph
         if cached is not None and (cached[0] == self._generation or (stale_ok and self.allow_stale_graph)):
             return cached[1]
+        if cached is None and stale_ok and self.allow_stale_graph:
+            adopted = self._adopt_saved_graph()
+            if adopted is not None:
+                return adopted
         return self.refresh_graph()
+
+    def _adopt_saved_graph(self) -> LinkGraph | None:
+        """The first graph from the file saved at the last close, without a build; None when there is none.
+
+        A graph of exactly this store is this generation's. In the daemon
+        (``allow_stale_graph``) one of other files is kept as a stale graph, like
+        the graph a change leaves behind: queries serve it while ``refresh_graph``
+        (the daemon runs it right after ready) builds the current one.
+        """
+        with self._derived_lock:
+            cached = self._graph
+            if cached is not None:
+                return cached[1]
+            generation = self._generation
+            saved = self._saved_graph(self._graph_settings())
+            if saved is None:
+                return None
+            graph, exact = saved
+            if not exact and not self.allow_stale_graph:
+                return None
+            self._graph = (generation if exact else STALE_GENERATION, graph)
+            return graph
 
     def graph_is_stale(self) -> bool:
         """True when the cached graph (if any) predates the last change."""
@@ -75,7 +104,12 @@ class DerivedState(EngineState):
             # same (services/graph_cache.py). Otherwise patched from the last graph when a few
             # memories changed (an editor's save), built in full otherwise (services/graph_update.py);
             # the same graph every way.
-            graph = self._saved_graph(settings) if cached is None else None
+            graph = None
+            saved = self._saved_graph(settings) if cached is None else None
+            if saved is not None and saved[1]:
+                graph = saved[0]  # built from exactly these files
+            elif saved is not None and self.allow_stale_graph:
+                self._graph = (STALE_GENERATION, saved[0])  # queries serve it while this builds
             if graph is None:
                 min_shared, max_members, damping = settings
                 graph = self._graph_tracker.graph_for(
@@ -91,16 +125,22 @@ class DerivedState(EngineState):
             self._load_communities()
         return graph
 
-    def _saved_graph(self, settings: tuple[int, int, float]) -> LinkGraph | None:
-        """The graph saved at the last close, if it was built from exactly this store (once per engine)."""
+    def _saved_graph(self, settings: tuple[int, int, float]) -> tuple[LinkGraph, bool] | None:
+        """The graph saved at the last close, and whether it was built from exactly this store (read once)."""
         if self.state_dir is None or self._saved_graph_tried:
             return None
         self._saved_graph_tried = True
-        key = graph_cache.store_key(dict(self.store.memories), settings)
-        graph = graph_cache.load_graph(graph_cache.graph_path(self.state_dir), key) if key is not None else None
-        if graph is not None:
-            log.info("link graph read from %s (%d memories)", graph_cache.GRAPH_FILENAME, len(graph.nodes))
-        return graph
+        saved = graph_cache.load_graph(graph_cache.graph_path(self.state_dir))
+        if saved is None:
+            return None
+        exact = saved.key == graph_cache.store_key(dict(self.store.memories), settings)
+        log.info(
+            "link graph read from %s (%d memories, %s)",
+            graph_cache.GRAPH_FILENAME,
+            len(saved.graph.nodes),
+            "these files" if exact else "other files: served until the current one is built",
+        )
+        return saved.graph, exact
 
     def pinned_ids(self) -> list[str]:
         """Rules and always_load memories: always candidates, rendered first."""
