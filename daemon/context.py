@@ -357,11 +357,14 @@ class DaemonContext:
         if not getattr(self.engine, "allow_stale_graph", False) or not callable(graph):
             return
         warm = getattr(self.engine, "warm_query_caches", None)
+        save = getattr(self.engine, "save_graph_if_due", None)
 
         def refresh() -> None:
             if callable(warm):
                 warm()  # cheap lists first: the next query needs them at once
             graph()
+            if callable(save):
+                save()  # a recent graph on disk for the next start, even after a kill (graph_cache.py)
 
         if self._graph_refresh is not None and not self._graph_refresh.done():
             self._graph_refresh_again = True

@@ -154,6 +154,37 @@ def test_in_the_daemon_a_saved_graph_of_other_files_is_served_while_the_current_
         one_shot.close()
 
 
+def test_a_refreshed_graph_is_saved_at_most_once_per_interval(tmp_path: Path) -> None:
+    """``save_graph_if_due`` (the daemon calls it after each refresh): the first current graph is saved,
+    a later one only once the interval has passed, and a graph read from the file is not written back."""
+    root, files = _workspace(tmp_path, seed=19, count=20)
+    engine = Engine(root)
+    engine.load()
+    try:
+        engine.refresh_graph()
+        assert engine.state_dir is not None and engine.save_graph_if_due(300.0)
+        path = graph_path(engine.state_dir)
+        first = load_graph(path)
+        (root / files[0]).write_text("---\nid: renamed-note\n---\n[[Templates 3]]\n", "utf-8")
+        engine.apply_changes([files[0]])
+        engine.refresh_graph()
+        assert not engine.save_graph_if_due(300.0)  # saved moments ago
+        assert load_graph(path) == first
+        assert engine.save_graph_if_due(0.0)
+        second = load_graph(path)
+        assert second is not None and first is not None and second.key != first.key
+        assert second.key == store_key(dict(engine.store.memories), engine._graph_settings())
+    finally:
+        engine.close()
+    again = Engine(root)
+    again.load()
+    try:
+        again.refresh_graph()  # read from the file: nothing to write back
+        assert not again.save_graph_if_due(0.0)
+    finally:
+        again.close()
+
+
 def test_a_stale_graph_is_not_saved(tmp_path: Path) -> None:
     """A close right after a change the graph has not caught up with leaves no graph of the old files."""
     root, files = _workspace(tmp_path, seed=5, count=12)
@@ -180,6 +211,31 @@ def test_a_restarted_daemon_serves_its_first_query_from_the_saved_graph(tmp_path
     try:
         answer = again.call("get_context", query="templates and sync")
         assert answer["selected"]
+    finally:
+        again.stop()
+    assert f"link graph read from {GRAPH_FILENAME}" in again.output()
+
+
+def test_a_running_daemon_saves_its_graph_so_a_killed_one_restarts_without_a_build(tmp_path: Path) -> None:
+    """The daemon saves the graph after its first refresh, not only at a clean stop: after SIGKILL (a crash,
+    the OOM killer) the next daemon still reads it."""
+    import time
+
+    root, _ = _workspace(tmp_path, seed=23)
+    runtime = short_runtime_dir()
+    daemon = start_daemon(root, runtime_dir=runtime)
+    saved = root / ".ctxos" / GRAPH_FILENAME
+    try:
+        daemon.call("get_context", query="templates and sync")
+        deadline = time.monotonic() + 30
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert saved.exists()  # written while it runs
+    finally:
+        daemon.kill()
+    again = start_daemon(root, runtime_dir=runtime)
+    try:
+        assert again.call("get_context", query="templates and sync")["selected"]
     finally:
         again.stop()
     assert f"link graph read from {GRAPH_FILENAME}" in again.output()

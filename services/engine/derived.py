@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 
 from .. import graph_cache
@@ -77,6 +78,8 @@ class DerivedState(EngineState):
             if not exact and not self.allow_stale_graph:
                 return None
             self._graph = (generation if exact else STALE_GENERATION, graph)
+            if exact:
+                self._graph_saved = (generation, time.monotonic())
             return graph
 
     def graph_is_stale(self) -> bool:
@@ -108,6 +111,7 @@ class DerivedState(EngineState):
             saved = self._saved_graph(settings) if cached is None else None
             if saved is not None and saved[1]:
                 graph = saved[0]  # built from exactly these files
+                self._graph_saved = (generation, time.monotonic())
             elif saved is not None and self.allow_stale_graph:
                 self._graph = (STALE_GENERATION, saved[0])  # queries serve it while this builds
             if graph is None:

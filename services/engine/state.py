@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 # A governance report depends on the clock too (ages, load windows): reused at most this long.
 GOVERNANCE_REPORT_MAX_AGE_S = 60.0
+GRAPH_SAVE_INTERVAL_S = 300.0  # save_graph_if_due: at most one save of the graph this often
 GRAPH_DAMPING = 0.85  # PageRank's damping for the authority signal (GraphTracker.graph_for's default)
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class EngineState:
         self._graph: tuple[int, LinkGraph] | None = None
         self._graph_tracker = GraphTracker()  # what the graph was built from, to patch it (graph_update.py)
         self._saved_graph_tried = False  # the graph saved at the last close is read at most once (graph_cache.py)
+        self._graph_saved: tuple[int, float] | None = None  # (generation, monotonic time) of the graph on disk
         # The daemon sets this: queries then use the last built graph and the
         # daemon calls refresh_graph() after each change batch (see graph()).
         self.allow_stale_graph = False
@@ -132,14 +134,31 @@ class EngineState:
         """What a graph build takes besides the memories (part of the saved graph's key)."""
         return (self.config.settings.graph.implicit_edge_min_shared_tags, MAX_TAG_MEMBERS, GRAPH_DAMPING)
 
-    def save_graph(self) -> None:
+    def save_graph(self) -> bool:
         """Save the current graph for the next start (at close); nothing when it is stale or never built."""
         cached = self._graph
         if self.state_dir is None or cached is None or cached[0] != self._generation:
-            return
+            return False
+        if self._graph_saved is not None and self._graph_saved[0] == cached[0]:
+            return False  # this generation's graph is the one on disk (saved, or read at the start)
         key = graph_cache.store_key(dict(self.store.memories), self._graph_settings())
-        if key is not None:
-            graph_cache.save_graph(graph_cache.graph_path(self.state_dir), key, cached[1])
+        if key is None:
+            return False
+        graph_cache.save_graph(graph_cache.graph_path(self.state_dir), key, cached[1])
+        self._graph_saved = (cached[0], time.monotonic())
+        return True
+
+    def save_graph_if_due(self, interval_s: float = GRAPH_SAVE_INTERVAL_S) -> bool:
+        """After a refresh (the daemon, off the query path): save the current graph unless one was saved lately.
+
+        So a daemon that stops right after a change, before its graph catches up, or
+        that is killed, leaves a recent graph for the next start: at most one save every
+        ``interval_s`` (~0.2-0.3 s of work at 100,000 memories).
+        """
+        saved = self._graph_saved
+        if saved is not None and time.monotonic() - saved[1] < interval_s:
+            return False
+        return self.save_graph()
 
     def _set_progress(self, progress: Progress | None) -> None:
         self.progress = progress
