@@ -178,10 +178,3 @@ def _neighbours(table: Any) -> dict[str, Neighbours]:
             raise TypeError(f"neighbours of {mid!r} are not a list of ids")
         out[mid] = tuple(others)
     return out
-
-
-def discard_graph(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("link graph %s not removed (%s)", path, exc)
