@@ -115,6 +115,16 @@ class GraphTracker:
                     return patched
         return self._full(snapshot, catalog, settings, check)
 
+    def basis_of(self, graph: LinkGraph) -> tuple[Mapping[str, Memory], tuple[int, int, float]] | None:
+        """The snapshot of memories and the settings ``graph`` was built from, if it is this tracker's last graph.
+
+        What a saved graph's key is computed from (``graph_cache``): the store itself may
+        already hold a newer change than the graph.
+        """
+        if graph is not self._graph:
+            return None
+        return self._memories, self._settings
+
     # --- full build --------------------------------------------------------------------
     def _full(
         self, memories: dict[str, Memory], catalog: Catalog, settings: tuple[int, int, float], check: Check

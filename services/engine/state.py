@@ -135,13 +135,22 @@ class EngineState:
         return (self.config.settings.graph.implicit_edge_min_shared_tags, MAX_TAG_MEMBERS, GRAPH_DAMPING)
 
     def save_graph(self) -> bool:
-        """Save the current graph for the next start (at close); nothing when it is stale or never built."""
-        cached = self._graph
-        if self.state_dir is None or cached is None or cached[0] != self._generation:
+        """Save the current graph for the next start (at close); nothing when it is stale or never built.
+
+        The key is computed from the snapshot the graph was built from (the tracker keeps
+        it), not from the store, which a writer may have changed since.
+        """
+        with self._derived_lock:
+            cached = self._graph
+            if self.state_dir is None or cached is None or cached[0] != self._generation:
+                return False
+            if self._graph_saved is not None and self._graph_saved[0] == cached[0]:
+                return False  # this generation's graph is the one on disk (saved, or read at the start)
+            basis = self._graph_tracker.basis_of(cached[1])
+        if basis is None:
             return False
-        if self._graph_saved is not None and self._graph_saved[0] == cached[0]:
-            return False  # this generation's graph is the one on disk (saved, or read at the start)
-        key = graph_cache.store_key(dict(self.store.memories), self._graph_settings())
+        memories, settings = basis
+        key = graph_cache.store_key(memories, settings)
         if key is None:
             return False
         graph_cache.save_graph(graph_cache.graph_path(self.state_dir), key, cached[1])
