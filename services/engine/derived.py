@@ -67,20 +67,10 @@ class DerivedState(EngineState):
         (the daemon runs it right after ready) builds the current one.
         """
         with self._derived_lock:
+            if self._graph is None:
+                self._install_saved_graph(self._generation)
             cached = self._graph
-            if cached is not None:
-                return cached[1]
-            generation = self._generation
-            saved = self._saved_graph(self._graph_settings())
-            if saved is None:
-                return None
-            graph, exact = saved
-            if not exact and not self.allow_stale_graph:
-                return None
-            self._graph = (generation if exact else STALE_GENERATION, graph)
-            if exact:
-                self._graph_saved = (generation, time.monotonic())
-            return graph
+            return cached[1] if cached is not None else None
 
     def graph_is_stale(self) -> bool:
         """True when the cached graph (if any) predates the last change."""
@@ -102,20 +92,13 @@ class DerivedState(EngineState):
             generation = self._generation
             if cached is not None and cached[0] == generation:
                 return cached[1]
-            settings = self._graph_settings()
             # The first graph after a start: the one saved at the last close when the store is the
             # same (services/graph_cache.py). Otherwise patched from the last graph when a few
             # memories changed (an editor's save), built in full otherwise (services/graph_update.py);
             # the same graph every way.
-            graph = None
-            saved = self._saved_graph(settings) if cached is None else None
-            if saved is not None and saved[1]:
-                graph = saved[0]  # built from exactly these files
-                self._graph_saved = (generation, time.monotonic())
-            elif saved is not None and self.allow_stale_graph:
-                self._graph = (STALE_GENERATION, saved[0])  # queries serve it while this builds
+            graph = self._install_saved_graph(generation) if cached is None else None
             if graph is None:
-                min_shared, max_members, damping = settings
+                min_shared, max_members, damping = self._graph_settings()
                 graph = self._graph_tracker.graph_for(
                     self.store.memories,
                     self.store,
@@ -129,22 +112,34 @@ class DerivedState(EngineState):
             self._load_communities()
         return graph
 
-    def _saved_graph(self, settings: tuple[int, int, float]) -> tuple[LinkGraph, bool] | None:
-        """The graph saved at the last close, and whether it was built from exactly this store (read once)."""
+    def _install_saved_graph(self, generation: int) -> LinkGraph | None:
+        """Under ``_derived_lock``, with no graph yet: install the graph saved at the last close (read once).
+
+        A graph of exactly this store becomes ``generation``'s and is returned. In the
+        daemon (``allow_stale_graph``) one of other files is installed as a stale graph,
+        which queries serve while the current one is built; elsewhere it is ignored.
+        None unless the installed graph is current.
+        """
         if self.state_dir is None or self._saved_graph_tried:
             return None
         self._saved_graph_tried = True
         saved = graph_cache.load_graph(graph_cache.graph_path(self.state_dir))
         if saved is None:
             return None
-        exact = saved.key == graph_cache.store_key(dict(self.store.memories), settings)
+        exact = saved.key == graph_cache.store_key(dict(self.store.memories), self._graph_settings())
         log.info(
             "link graph read from %s (%d memories, %s)",
             graph_cache.GRAPH_FILENAME,
             len(saved.graph.nodes),
             "these files" if exact else "other files: served until the current one is built",
         )
-        return saved.graph, exact
+        if not exact:
+            if self.allow_stale_graph:
+                self._graph = (STALE_GENERATION, saved.graph)
+            return None
+        self._graph = (generation, saved.graph)
+        self._graph_saved = (generation, time.monotonic())
+        return saved.graph
 
     def pinned_ids(self) -> list[str]:
         """Rules and always_load memories: always candidates, rendered first."""
