@@ -118,6 +118,23 @@ def _loads_json(loads: list[Any]) -> str:
     return orjson.dumps(loads).decode("utf-8")
 
 
+def _loads_per_memory(
+    conn: sqlite3.Connection, condition: str, params: tuple[float, ...], tiers: tuple[str, ...] = COUNTED_TIERS
+) -> Counter[str]:
+    """Loads per memory among ``all_loads`` rows meeting ``condition`` (SQL over ts and query_id) at ``tiers``."""
+    marks = ",".join("?" * len(tiers))
+    rows = conn.execute(
+        f"SELECT memory_id, COUNT(*) FROM all_loads WHERE {condition} AND tier IN ({marks}) GROUP BY memory_id",
+        (*params, *tiers),
+    ).fetchall()
+    return Counter({mid: int(n) for mid, n in rows})
+
+
+def _newest_query_id(conn: sqlite3.Connection) -> int:
+    """The id of the newest written query (0 when none)."""
+    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+
+
 @dataclass
 class _Pending:
     """A recorded query not yet written."""
@@ -353,15 +370,7 @@ class AccessLog:
     def _reload_counts_locked(self) -> None:
         self._flush_locked()
         since = time.time() - self.window_days * DAY_S
-        rows = (
-            self._conn.execute(
-                "SELECT memory_id, COUNT(*) FROM all_loads WHERE ts >= ? AND tier IN (?, ?) GROUP BY memory_id",
-                (since, *COUNTED_TIERS),
-            ).fetchall()
-            if self._conn
-            else []
-        )
-        self._counts = Counter({mid: int(n) for mid, n in rows})
+        self._counts = _loads_per_memory(self._conn, "ts >= ?", (since,)) if self._conn else Counter()
         self._counts_since = since
         self._counts_at = time.time()
 
@@ -387,24 +396,13 @@ class AccessLog:
             return False
         now = time.time()
         since = now - self.window_days * DAY_S
-        newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
-        if saved.newest > newest or since < saved.since:  # another log, or the clock went back
+        if saved.newest > _newest_query_id(conn) or since < saved.since:  # another log, or the clock went back
             return False
         counts = saved.counts
-        added = conn.execute(
-            "SELECT memory_id, COUNT(*) FROM all_loads WHERE query_id > ? AND ts >= ? AND tier IN (?, ?)"
-            " GROUP BY memory_id",
-            (saved.newest, since, *COUNTED_TIERS),
-        ).fetchall()
-        gone = conn.execute(
-            "SELECT memory_id, COUNT(*) FROM all_loads WHERE query_id <= ? AND ts >= ? AND ts < ? AND tier IN (?, ?)"
-            " GROUP BY memory_id",
-            (saved.newest, saved.since, since, *COUNTED_TIERS),
-        ).fetchall()
-        for mid, n in added:
-            counts[mid] += int(n)
-        for mid, n in gone:
-            counts[mid] -= int(n)
+        counts.update(_loads_per_memory(conn, "query_id > ? AND ts >= ?", (saved.newest, since)))
+        counts.subtract(
+            _loads_per_memory(conn, "query_id <= ? AND ts >= ? AND ts < ?", (saved.newest, saved.since, since))
+        )
         if any(n < 0 for n in counts.values()):  # the file counted loads the log no longer has
             return False
         with self._pending_lock:
@@ -418,7 +416,7 @@ class AccessLog:
         """Save the counts for the next open (at close: every recorded query is written by now)."""
         if not self._counts_at or self._conn is None:
             return  # never counted: nothing exact to save
-        newest = int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+        newest = _newest_query_id(self._conn)
         with self._pending_lock:
             saved = SavedCounts(newest, self._counts_since, self.window_days, Counter(self._counts))
         save_counts(self._counts_path, saved)
@@ -483,16 +481,12 @@ class AccessLog:
             conn.execute(_ALL_LOADS_JSON if self._json_loads else _ALL_LOADS_ROWS)  # a temporary view
             conn.execute("PRAGMA query_only=ON")  # from here on, this connection only reads
             conn.execute("BEGIN")
-            newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
-            rows = conn.execute(
-                "SELECT memory_id, COUNT(*) FROM all_loads WHERE ts >= ? AND tier IN (?, ?) AND query_id <= ?"
-                " GROUP BY memory_id",
-                (since, *COUNTED_TIERS, newest),
-            ).fetchall()
+            newest = _newest_query_id(conn)
+            counts = _loads_per_memory(conn, "ts >= ? AND query_id <= ?", (since, newest))
             conn.execute("COMMIT")
         finally:
             conn.close()
-        return newest, since, Counter({mid: int(n) for mid, n in rows})
+        return newest, since, counts
 
     def _swap_counts(self, newest: int, since: float, counts: Counter[str], started: float) -> None:
         """Make ``counts`` (every load up to query ``newest``) current: add what was recorded after it.
@@ -502,17 +496,12 @@ class AccessLog:
         """
         with self._lock:
             later = (
-                self._conn.execute(
-                    "SELECT memory_id, COUNT(*) FROM all_loads WHERE query_id > ? AND ts >= ? AND tier IN (?, ?)"
-                    " GROUP BY memory_id",
-                    (newest, since, *COUNTED_TIERS),
-                ).fetchall()
+                _loads_per_memory(self._conn, "query_id > ? AND ts >= ?", (newest, since))
                 if self._conn is not None
-                else []
+                else Counter()
             )
             with self._pending_lock:
-                for mid, n in later:
-                    counts[mid] += int(n)
+                counts.update(later)
                 for item in self._pending:
                     if item.ts < since:
                         continue
@@ -544,16 +533,10 @@ class AccessLog:
 
     def counts_in_window(self, days: float, tiers: Iterable[str] = COUNTED_TIERS) -> Counter[str]:
         """Loads per memory in the last ``days`` days (straight from the database)."""
-        tiers = tuple(tiers)
         since = time.time() - days * DAY_S
-        marks = ",".join("?" * len(tiers))
         with self._lock:
             self._flush_locked()
-            rows = self.conn.execute(
-                f"SELECT memory_id, COUNT(*) FROM all_loads WHERE ts >= ? AND tier IN ({marks}) GROUP BY memory_id",
-                (since, *tiers),
-            ).fetchall()
-        return Counter({mid: int(n) for mid, n in rows})
+            return _loads_per_memory(self.conn, "ts >= ?", (since,), tuple(tiers))
 
     # --- health ---------------------------------------------------------------------
     def loaded_ids(self, days: float = 14.0) -> set[str]:
@@ -584,7 +567,7 @@ class AccessLog:
         """Id of the newest recorded query (0 when none): a cheap "has anything been loaded since" stamp."""
         with self._lock:
             self._flush_locked()
-            return int(self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM queries").fetchone()[0])
+            return _newest_query_id(self.conn)
 
     def query_count(self, days: float | None = None) -> int:
         with self._lock:
