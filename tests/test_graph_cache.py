@@ -46,6 +46,18 @@ def _graph_builds(engine: Engine) -> list[str]:
     return calls
 
 
+def _assert_built_in_full(root: Path) -> None:
+    """A new engine on ``root`` builds its first graph in full, equal to a build from scratch, then closes."""
+    engine = Engine(root)
+    engine.load()
+    builds = _graph_builds(engine)
+    try:
+        _assert_same(engine.graph(), _reference(engine))
+        assert builds == ["full"]
+    finally:
+        engine.close()  # saves the graph it built
+
+
 def test_a_restart_reads_the_graph_saved_at_close_and_patches_after_the_first_change(tmp_path: Path) -> None:
     root, files = _workspace(tmp_path)
     first = Engine(root)
@@ -84,14 +96,7 @@ def test_a_file_changed_while_stopped_or_another_setting_means_a_build(tmp_path:
     assert state is not None
 
     (root / files[0]).write_text("---\nid: changed-while-stopped\n---\n[[Templates 1]] and [[nowhere]]\n", "utf-8")
-    moved = Engine(root)
-    moved.load()
-    builds = _graph_builds(moved)
-    try:
-        _assert_same(moved.graph(), _reference(moved))
-        assert builds == ["full"]
-    finally:
-        moved.close()  # saves the graph of the changed store
+    _assert_built_in_full(root)  # and saves the graph of the changed store
 
     settings = Engine(root)
     settings.load()
@@ -105,14 +110,7 @@ def test_a_file_changed_while_stopped_or_another_setting_means_a_build(tmp_path:
     data = graph_path(state).read_bytes()
     for damage in (data[: len(data) // 2], b"[]", data.replace(b'"format":1', b'"format":99')):
         graph_path(state).write_bytes(damage)
-        broken = Engine(root)
-        broken.load()
-        builds = _graph_builds(broken)
-        try:
-            _assert_same(broken.graph(), _reference(broken))
-            assert builds == ["full"]
-        finally:
-            broken.close()
+        _assert_built_in_full(root)
 
 
 def test_in_the_daemon_a_saved_graph_of_other_files_is_served_while_the_current_one_is_built(tmp_path: Path) -> None:
