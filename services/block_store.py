@@ -1,4 +1,4 @@
-"""L1 blocks and catalog lines rendered by a cold build's builders, read back by offset (issue 16).
+"""L1 blocks, catalog lines and phrase texts made by a cold build's builders, read back by offset (issue 16).
 
 A query at 10,000 memories shows ~110 L1 blocks and ~15 catalog lines. When
 the block cache (``services/render_cache.py``) misses, rendering one meant
@@ -8,18 +8,22 @@ of ``select_and_render``'s CPU (docs/engine.md, "Render path, session 9").
 The builders already hold every memory's text and tokenize its L1 block and
 catalog line to count them (``render.keep_counts``), so they write the block,
 the line and their piece costs here at no extra tokenizing, and a miss becomes
-one ``os.pread`` (two for a record longer than ``_FIRST_READ``).
+one ``os.pread`` (two for records longer than ``_FIRST_READ``). The same holds
+for the keyword-overlap signal's phrase text (``signals.phrase_text``: the
+memory's text lowercased), which a distinct query read back from ~35 files.
 
 One file per build chunk (``<folder>/<name>.blk``), written once by its
 builder and never changed: ``MAGIC`` and the parse fingerprint of the settings
 it was built under (``parse_cache.fingerprint``: a file of other parse settings is
-not opened), the records, then a table of
-(key hash, record offset) sorted by hash, and a trailer saying where the table
-is, with its CRC-32. A record is the CRC-32 and length of its body, then the
-body: lengths, the memory's id and checksum, the tier, the text (UTF-8) and
-the piece costs (float64, exact). ``BlockStore`` merges the files' tables
-into one sorted array (16 bytes an entry) and keeps one descriptor per file;
-pages are read with ``pread``, not mapped, so they never count in the
+not opened), the records, then a table of (hash of a memory's id, offset of its
+records) sorted by hash, and a trailer saying where the table is, with its
+CRC-32. A memory's records lie side by side (L1 block, catalog line, phrase
+text), so the table holds one entry per memory and one read mostly brings all
+three. A record is the CRC-32 and length of its body, then the body: lengths,
+the memory's id and checksum, the tier, the text (UTF-8) and the piece costs
+(float64, exact; none for the phrase text). ``BlockStore`` merges the files'
+tables into one sorted array (16 bytes an entry) and keeps one descriptor per
+file; pages are read with ``pread``, not mapped, so they never count in the
 process's RSS.
 
 A cache, never the truth: a record is served only when its CRC-32 matches and
@@ -27,11 +31,12 @@ its id, checksum and tier equal the memory asked for (a file edited since the
 build has a new checksum; an id the store qualified differs) and its text is
 the memory's own: a catalog line equal to ``render.catalog_line`` of it, an L1
 block under its ``render.block_heading`` (a file moved into ``sources/`` keeps
-its bytes but not its label). Anything else
-(a damaged or truncated file, a missing one, a hash collision) is a miss, and
-the caller renders the block from the file as before. Files of an older build
-are removed when a new build starts. Only the default (heuristic) counter's
-costs are stored: the engine asks only when that counter is in use.
+its bytes but not its label), a phrase text starting with the memory's summary
+line, title and tags as they are now. Anything else
+(a damaged or truncated file, a missing one, a hash collision, a file of the
+first format) is a miss, and the caller reads the file as before. Files of an
+older build are removed when a new build starts. Only the default (heuristic)
+counter's costs are stored: the engine asks for blocks only when that counter is in use.
 """
 
 from __future__ import annotations
@@ -54,13 +59,14 @@ import numpy as np
 
 from .model import Memory
 from .render import block_heading, catalog_line, memory_block
-from .tokens import PieceCosts, default_counter, is_joinable, join_count
+from .signals import lower_utf8, phrase_head, phrase_text
+from .tokens import PieceCosts, default_counter, heuristic_floor, is_joinable, join_count
 
 log = logging.getLogger(__name__)
 
 FOLDER = "blocks"  # under the workspace's state folder
 SUFFIX = ".blk"
-MAGIC = b"CTXBLK1\n"
+MAGIC = b"CTXBLK2\n"  # 2: one table entry per memory, its records side by side (1: one per record)
 _FINGERPRINT_BYTES = 64  # a sha256 in hex
 _HEADER = len(MAGIC) + _FINGERPRINT_BYTES
 _TRAILER = struct.Struct("<QQI8s")  # entries, table offset, CRC-32 of the table, MAGIC again
@@ -70,9 +76,12 @@ _OPEN_END = 1  # flags: the costs' open_end
 _FROM_L0 = 2  # flags: an L1 block whose text is the summary line (the memory has no L1 text)
 L1_CODE = b"1"
 CATALOG_CODE = b"c"
+PHRASE_CODE = b"p"  # the memory's ``signals.phrase_text`` (lowercased UTF-8), then its L2 text's floor
+_FLOOR = struct.Struct("<I")  # ``tokens.heuristic_floor`` of the memory's L2 text (``Memory.tier_text``)
 _MAX_BODY = 16 * 1024 * 1024  # a length beyond this is damage, not a block
 _INTERN_MAX = 4096  # distinct cost values interned (the cost tables hold a few dozen)
-_FIRST_READ = 2048  # bytes read at a record's offset: its head and, mostly, its whole body
+_FIRST_READ = 4096  # bytes read at a memory's offset: mostly all of its records (~1.7 KB at 10,000)
+_RECORDS_MAX = 3  # records per memory: its L1 block, catalog line and phrase text
 
 
 class StoredBlock(NamedTuple):
@@ -82,29 +91,26 @@ class StoredBlock(NamedTuple):
     costs: PieceCosts
 
 
-def key_hash(memory_id: str, code: bytes) -> int:
-    """The table key of a memory's block: 64 bits of BLAKE2b over its id and tier code (stable across processes)."""
-    digest = hashlib.blake2b(memory_id.encode("utf-8") + b"\0" + code, digest_size=8).digest()
+def key_hash(memory_id: str) -> int:
+    """The table key of a memory's records: 64 bits of BLAKE2b over its id (stable across processes)."""
+    digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 
 def encode_record(
     memory_id: str, checksum: str, code: bytes, text: str, costs: PieceCosts, from_l0: bool = False
 ) -> bytes:
-    """One record (see module doc)."""
-    mid, check, body_text = memory_id.encode("utf-8"), checksum.encode("ascii"), text.encode("utf-8")
+    """One block's record (see module doc)."""
     values = array("d", costs.costs)
     if byteorder != "little":
         values.byteswap()
-    body = b"".join(
-        (
-            _BODY.pack(len(mid), len(check), len(body_text), costs.open_end * _OPEN_END | from_l0 * _FROM_L0, code),
-            mid,
-            check,
-            body_text,
-            values.tobytes(),
-        )
-    )
+    flags = costs.open_end * _OPEN_END | from_l0 * _FROM_L0
+    return _encode(memory_id, checksum, code, text.encode("utf-8"), values.tobytes(), flags)
+
+
+def _encode(memory_id: str, checksum: str, code: bytes, text: bytes, tail: bytes, flags: int) -> bytes:
+    mid, check = memory_id.encode("utf-8"), checksum.encode("ascii")
+    body = b"".join((_BODY.pack(len(mid), len(check), len(text), flags, code), mid, check, text, tail))
     return _HEAD.pack(zlib.crc32(body), len(body)) + body
 
 
@@ -196,42 +202,65 @@ class BlockStore:
 
     def get(self, memory: Memory, code: bytes) -> StoredBlock | None:
         """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``) when it is its own; else None."""
+        found = self._lookup(memory, code)
+        if found is None:
+            return None
+        try:
+            block = self._decode(*found)
+        except UnicodeDecodeError as exc:  # damaged
+            log.debug("block of %s not read back (%s): rendered instead", memory.id, exc)
+            return None
+        if not _is_own(block, memory, code):
+            return None
+        return StoredBlock(block.text, block.costs)
+
+    def phrase_text(self, memory: Memory) -> bytes | None:
+        """``memory``'s ``signals.phrase_text`` as its build stored it, when it is its own; else None.
+
+        Its own: the record's id and checksum are the memory's (the tiers are the
+        checksummed file's) and it starts with the memory's summary line, title and
+        tags as they are now (``signals.phrase_head``).
+        """
+        found = self._lookup(memory, PHRASE_CODE)
+        if found is None:
+            return None
+        body, at, length, _flags = found
+        text = body[at : at + length]
+        return text if text.startswith(lower_utf8(phrase_head(memory))) else None
+
+    def l2_text_floor(self, memory: Memory) -> int | None:
+        """``tokens.heuristic_floor`` of ``memory``'s L2 text (without its heading) as its build counted it; else None.
+
+        The text is the checksummed file's, so the record's id and checksum are
+        enough. The L2 block's floor is this plus its heading's: the floor counts
+        whitespace-separated runs, and the block joins heading and text with a newline.
+        """
+        found = self._lookup(memory, PHRASE_CODE)
+        if found is None:
+            return None
+        body, at, length, _flags = found
+        tail = body[at + length :]
+        return _FLOOR.unpack(tail)[0] if len(tail) == _FLOOR.size else None
+
+    def _lookup(self, memory: Memory, code: bytes) -> tuple[bytes, int, int, int] | None:
+        """The record of ``memory`` at ``code`` as ``_body`` gives it (None: none stored, or not its own)."""
         keys = self._key_view
         if not len(keys):
             return None
         memory_id = memory.id
-        key = key_hash(memory_id, code)
+        key = key_hash(memory_id)
         at = bisect_left(keys, key)  # the view's items are exact Python ints (unsigned 64-bit)
         if at >= len(keys) or keys[at] != key:
             return None
         place = self._place_view[at]
         try:
             fd = self._files[place >> 40].fileno()  # ValueError once closed
-            found = self._record(fd, place & ((1 << 40) - 1), memory_id, memory.checksum, code)
+            return _find(fd, place & ((1 << 40) - 1), memory_id, memory.checksum, code)
         except (OSError, ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:  # damaged, or closed
-            log.debug("block of %s not read back (%s): rendered instead", memory_id, exc)
+            log.debug("record %r of %s not read back (%s)", code, memory_id, exc)
             return None
-        if found is None or not _is_own(found, memory, code):
-            return None
-        return StoredBlock(found.text, found.costs)
 
-    def _record(self, fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> _Found | None:
-        data = os.pread(fd, _FIRST_READ, offset)  # most records whole in one call (a block is ~1 KB)
-        crc, length = _HEAD.unpack_from(data)
-        if length > _MAX_BODY:
-            return None
-        end = _HEAD.size + length
-        body = data[_HEAD.size : end] if end <= len(data) else os.pread(fd, length, offset + _HEAD.size)
-        if len(body) != length or zlib.crc32(body) != crc:
-            return None
-        id_len, check_len, text_len, flags, tier = _BODY.unpack_from(body)
-        at = _BODY.size
-        if tier != code or body[at : at + id_len].decode("utf-8") != memory_id:
-            return None
-        at += id_len
-        if body[at : at + check_len].decode("ascii") != checksum:
-            return None
-        at += check_len
+    def _decode(self, body: bytes, at: int, text_len: int, flags: int) -> _Found:
         text = body[at : at + text_len].decode("utf-8")
         values = array("d", body[at + text_len :])
         if byteorder != "little":
@@ -248,6 +277,42 @@ class BlockStore:
         self._key_view = self._keys.data
         for handle in files:
             handle.close()
+
+
+def _find(fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> tuple[bytes, int, int, int] | None:
+    """``memory_id``'s record at ``code`` among its records at ``offset``, when its CRC holds and it is at ``checksum``.
+
+    Returns (body, where its text starts, the text's length, flags); None for anything else.
+    A record of another tier is stepped over by its length; one of another memory
+    (a damaged length, or a hash collision) ends the search.
+    """
+    data = os.pread(fd, _FIRST_READ, offset)  # mostly all of the memory's records in one call
+    start = 0
+    for _ in range(_RECORDS_MAX):
+        if start + _HEAD.size + _BODY.size > len(data):  # the next head is beyond what was read
+            data, start, offset = os.pread(fd, _FIRST_READ, offset + start), 0, offset + start
+        crc, length = _HEAD.unpack_from(data, start)
+        if length > _MAX_BODY:
+            return None
+        head_end = start + _HEAD.size
+        id_len, check_len, text_len, flags, tier = _BODY.unpack_from(data, head_end)
+        at = head_end + _BODY.size
+        if at + id_len > len(data):  # a long id across the end of what was read
+            data, start, offset = os.pread(fd, _FIRST_READ + id_len, offset + start), 0, offset + start
+            head_end, at = _HEAD.size, _HEAD.size + _BODY.size
+        if data[at : at + id_len] != memory_id.encode("utf-8"):
+            return None
+        if tier == code:
+            end = head_end + length
+            body = data[head_end:end] if end <= len(data) else os.pread(fd, length, offset + head_end)
+            if len(body) != length or zlib.crc32(body) != crc:
+                return None
+            at = _BODY.size + id_len
+            if body[at : at + check_len].decode("ascii") != checksum:
+                return None
+            return body, at + check_len, text_len, flags
+        start = head_end + length
+    return None
 
 
 class _Found(NamedTuple):
@@ -273,13 +338,14 @@ def _is_own(found: _Found, memory: Memory, code: bytes) -> bool:
 
 
 def records_for(memory: Memory) -> list[tuple[int, bytes]]:
-    """A builder's records of ``memory`` (text still held): its L1 block and catalog line with their costs.
+    """A builder's records of ``memory`` (text still held), as one table entry: its L1 block and catalog
+    line with their costs, then its phrase text (``signals.phrase_text``).
 
     Counts both onto the memory as ``render.keep_counts`` does, from the same piece
     costs (``join_count`` of one text is ``count`` of it), so nothing is tokenized twice.
     """
     counter = default_counter()
-    out: list[tuple[int, bytes]] = []
+    out: list[bytes] = []
     from_l0 = not memory.l1  # the L1 block shows the summary line (Memory.tier_text)
     for code, text in ((L1_CODE, memory_block(memory, "L1")), (CATALOG_CODE, catalog_line(memory))):
         costs = counter.piece_costs(text) if is_joinable(counter) else None
@@ -289,13 +355,10 @@ def records_for(memory: Memory) -> list[tuple[int, bytes]]:
         else:
             memory.catalog_tokens = tokens
         if costs is not None:
-            out.append(
-                (
-                    key_hash(memory.id, code),
-                    encode_record(memory.id, memory.checksum, code, text, costs, from_l0 and code == L1_CODE),
-                )
-            )
-    return out
+            out.append(encode_record(memory.id, memory.checksum, code, text, costs, from_l0 and code == L1_CODE))
+    phrase, floor = phrase_text(memory, memory.l1, memory.l2), heuristic_floor(memory.tier_text("L2").strip())
+    out.append(_encode(memory.id, memory.checksum, PHRASE_CODE, phrase, _FLOOR.pack(floor), 0))
+    return [(key_hash(memory.id), b"".join(out))]
 
 
 def _fingerprint_bytes(fingerprint: str) -> bytes:

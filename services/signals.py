@@ -102,12 +102,34 @@ class SemanticScorer(Protocol):
 LOWER_CACHE_BYTES = 6 << 20  # lowercased memory text kept for phrase matching, per generation (two are kept)
 
 
+def phrase_head(memory: Memory) -> str:
+    """What the phrase text holds before the tiers: the summary line, title and tags (the memory's hot fields)."""
+    return f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n"
+
+
+def phrase_text(memory: Memory, l1: str, l2: str) -> bytes:
+    """The text phrases are looked for in: summary line, title, tags and both tiers, lowercased, as UTF-8.
+
+    UTF-8 because a phrase occurs in a text exactly when its encoding occurs
+    in the text's encoding (the code is self-synchronising), and searching
+    bytes is faster than searching text with any non-ASCII character in it
+    (stored at 2-4 bytes a character), and a cache of them is smaller.
+    """
+    return lower_utf8(f"{phrase_head(memory)}{l1}\n{l2}")
+
+
+def lower_utf8(text: str) -> bytes:
+    """``text.lower()`` as UTF-8 (lone surrogates kept, as a file decoded with them has them)."""
+    # ASCII: bytes.lower() is str.lower() then encode, ~5x faster (only A-Z change either way)
+    return text.encode("ascii").lower() if text.isascii() else text.lower().encode("utf-8", "surrogatepass")
+
+
 class KeywordOverlapScorer:
     """Keyword coverage plus phrase overlap (no model; the default)."""
 
     name = "keyword-overlap"
 
-    def __init__(self) -> None:
+    def __init__(self, stored: Callable[[Memory], bytes | None] | None = None) -> None:
         # Each memory's text, lowercased, per (id, checksum): candidates recur across queries,
         # and a memory's body is read from disk when it is not here. Two generations: when the
         # newer one holds ``LOWER_CACHE_BYTES`` it becomes the older one and the oldest is
@@ -117,25 +139,26 @@ class KeywordOverlapScorer:
         self._lower: dict[tuple[str, str], bytes] = {}
         self._older: dict[tuple[str, str], bytes] = {}
         self._lower_bytes = 0
+        # a memory's phrase text as the last build stored it, None when it holds none (the engine's block store)
+        self.stored = stored
 
     def _memory_text_lower(self, memory: Memory) -> bytes:
-        """The memory's text, lowercased, as UTF-8 (cached per id and checksum).
+        """The memory's ``phrase_text``, cached per id and checksum.
 
-        UTF-8 because a phrase occurs in a text exactly when its encoding occurs
-        in the text's encoding (the code is self-synchronising), and searching
-        bytes is faster than searching text with any non-ASCII character in it
-        (stored at 2-4 bytes a character), and the cache is smaller.
+        On a miss it comes from ``stored`` when that has it (the engine sets it to
+        the block store the last build wrote: one ``pread`` instead of reading the
+        file back, splitting its tiers and lowercasing them), else from the file.
         """
         key = (memory.id, memory.checksum)
         text = self._lower.get(key)
         if text is not None:
             return text
         text = self._older.get(key)
+        if text is None and self.stored is not None:
+            text = self.stored(memory)
         if text is None:
             l1, l2 = memory.tier_texts()  # a released memory's file read back once for both
-            whole = f"{memory.l0}\n{memory.title}\n{' '.join(memory.tags)}\n{l1}\n{l2}"
-            # ASCII: bytes.lower() is str.lower() then encode, ~5x faster (only A-Z change either way)
-            text = whole.encode("ascii").lower() if whole.isascii() else whole.lower().encode("utf-8", "surrogatepass")
+            text = phrase_text(memory, l1, l2)
         if memory.checksum:
             if self._lower_bytes + len(text) > LOWER_CACHE_BYTES:
                 self._older, self._lower, self._lower_bytes = self._lower, {}, 0

@@ -51,8 +51,6 @@ _PIECE_RE = re.compile(
     re.IGNORECASE,
 )
 
-# A whitespace-separated run of underscores alone (no piece: ``heuristic_floor`` does not count it).
-_UNDERSCORE_RUN_RE = re.compile(r"(?<!\S)_+(?!\S)")
 
 # A piece made by the symbol-run alternative (4 above) without newlines: in a longer text it
 # also takes the newlines that follow it (see ``PieceCosts``).
@@ -227,8 +225,8 @@ def heuristic_floor(text: str) -> int:
     tokenizing its ~1,000 characters (``Engine.block_tokens_at_least``).
     """
     runs = text.split()  # str.split's whitespace is the regex's \s (the same code points)
-    if "_" in text:  # less the runs of underscores alone, found by one regex scan instead of a test per run
-        return len(runs) - len(_UNDERSCORE_RUN_RE.findall(text))
+    if "_" in text:  # less the runs of underscores alone (a test per run: ~2x faster than a regex scan)
+        return len(runs) - sum(1 for run in runs if run[0] == "_" and not run.strip("_"))
     return len(runs)
 
 

@@ -6,13 +6,16 @@ import os
 from pathlib import Path
 
 from ctxos.services import block_store
-from ctxos.services.block_store import CATALOG_CODE, L1_CODE, BlockStore, records_for, write_file
+from ctxos.services.block_store import CATALOG_CODE, L1_CODE, MAGIC, BlockStore, records_for, write_file
 from ctxos.services.engine import Engine
+from ctxos.services.index import analyze
+from ctxos.services.intent import expand_query
 from ctxos.services.model import Memory
 from ctxos.services.query import execute_context_query
-from ctxos.services.render import catalog_line, memory_block
+from ctxos.services.render import block_heading, catalog_line, memory_block
 from ctxos.services.render_cache import CATALOG, BlockCache
-from ctxos.services.tokens import HeuristicCounter
+from ctxos.services.signals import Candidate, KeywordOverlapScorer, build_query_terms, phrase_text
+from ctxos.services.tokens import HeuristicCounter, heuristic_floor
 from daemon_helpers import memory_text
 
 FP = "f" * 64
@@ -42,7 +45,7 @@ def test_stored_blocks_are_the_rendered_ones_with_their_costs(tmp_path):
     counter = HeuristicCounter()
     memories = [_memory(f"m{i}", f"Paragraph {i}: retry with backoff_{i} (see `x`).") for i in range(50)]
     store, _ = _store(tmp_path, memories)
-    assert len(store) == 100
+    assert len(store) == 50  # one table entry per memory
     for memory in memories:
         assert memory.l1_tokens == counter.count(memory_block(memory, "L1"))  # counted as keep_counts does
         assert memory.catalog_tokens == counter.count(catalog_line(memory))
@@ -83,7 +86,7 @@ def test_damage_and_another_config_are_misses(tmp_path):
     path.write_bytes(bytes(raw))
     assert store.get(memories[3], L1_CODE) is None
     assert store.get(memories[4], L1_CODE) is not None
-    assert len(BlockStore.open_folder(tmp_path, FP)) == 40  # the table is intact
+    assert len(BlockStore.open_folder(tmp_path, FP)) == 20  # the table is intact
     assert len(BlockStore.open_folder(tmp_path, "0" * 64)) == 0  # built under another config
     path.write_bytes(bytes(raw[:-10]))  # truncated: the trailer is gone
     assert len(BlockStore.open_folder(tmp_path, FP)) == 0
@@ -119,12 +122,12 @@ def test_engine_answers_are_the_same_with_the_store_damaged_or_gone(make_workspa
     engine = Engine(root)
     engine.load()
     folder = engine.state_dir / block_store.FOLDER
-    assert len(engine._block_store) == 240 and list(folder.glob("*.blk"))
+    assert len(engine._block_store) == 120 and list(folder.glob("*.blk"))
     with_store = _answers(engine)
     engine.close()
     warm = Engine(root)
     warm.load()  # a warm start opens the last build's files
-    assert len(warm._block_store) == 240 and _answers(warm) == with_store
+    assert len(warm._block_store) == 120 and _answers(warm) == with_store
     warm.close()
     for path in folder.glob("*.blk"):
         raw = bytearray(path.read_bytes())
@@ -134,7 +137,7 @@ def test_engine_answers_are_the_same_with_the_store_damaged_or_gone(make_workspa
     damaged = Engine(root)
     damaged.load()
     served = [damaged._block_store.get(m, L1_CODE) for m in damaged.store.memories.values()]
-    assert len(damaged._block_store) == 240 and 0 < served.count(None) < len(served)
+    assert len(damaged._block_store) == 120 and 0 < served.count(None) < len(served)
     assert _answers(damaged) == with_store
     damaged.close()
     block_store.clear_folder(folder)
@@ -142,6 +145,62 @@ def test_engine_answers_are_the_same_with_the_store_damaged_or_gone(make_workspa
     gone.load()
     assert len(gone._block_store) == 0 and _answers(gone) == with_store
     gone.rebuild_index()  # a reindex writes the files again
-    assert len(gone._block_store) == 240 and _answers(gone) == with_store
+    assert len(gone._block_store) == 120 and _answers(gone) == with_store
     gone.close()
     assert all(os.path.getsize(p) > 0 for p in folder.glob("*.blk"))
+
+
+def test_phrase_texts_are_stored_and_served_only_as_the_memorys_own(tmp_path):
+    memories = [_memory(f"m{i}", f"Paragraph {i}: Retry With Backoff.") for i in range(10)]
+    memories[3].tags = ["Ops", "Net"]
+    memories[4].l2 = "Ünïcode Straße " * 400  # records longer than one read: the rest is read after
+    memories[5].l2 = "a __ b_c ___\n\n_ d"  # runs of underscores alone are not counted
+    memories[6].l1, memories[6].l2 = "", ""  # no tiers: the L2 text is the summary line
+    store, _ = _store(tmp_path, memories)
+    for memory in memories:
+        assert store.phrase_text(memory) == phrase_text(memory, memory.l1, memory.l2)
+        floor = heuristic_floor(block_heading(memory, "L2")) + store.l2_text_floor(memory)
+        assert floor == heuristic_floor(memory_block(memory, "L2"))
+        assert store.get(memory, L1_CODE).text == memory_block(memory, "L1")  # beside it, still found
+        assert store.get(memory, CATALOG_CODE).text == catalog_line(memory)
+    edited = _memory("m1", "Paragraph 1: Retry With Backoff.", checksum="c2")
+    assert store.phrase_text(edited) is None and store.l2_text_floor(edited) is None  # the file changed since
+    retagged = _memory("m3", "Paragraph 3: Retry With Backoff.")
+    retagged.tags = ["ops"]
+    assert store.phrase_text(retagged) is None  # its hot fields differ from what was stored
+    assert store.phrase_text(_memory("zeta", "x")) is None  # never stored
+
+
+def test_a_long_memory_id_across_the_first_read_is_found(tmp_path):
+    long_id = "n" * 5000  # the id of the catalog record lies past the first read
+    memory = _memory(long_id, "Short paragraph.")
+    store, _ = _store(tmp_path, [memory])
+    assert store.get(memory, CATALOG_CODE).text == catalog_line(memory)
+    assert store.phrase_text(memory) == phrase_text(memory, memory.l1, memory.l2)
+
+
+def test_keyword_overlap_reads_stored_phrase_texts_instead_of_the_files(tmp_path):
+    memory = _memory("alpha", "Retry backoff when the server is busy.")
+    fresh = _memory("alpha", "Retry backoff when the server is busy.")
+    store, _ = _store(tmp_path, [memory])
+    memory.release_text(lambda m, name: (_ for _ in ()).throw(AssertionError("file read back")))
+    terms = build_query_terms(expand_query("retry backoff", {}), analyze, lambda t: 1.0)
+    assert terms.phrases == ["retry backoff"]
+    stored, read = Candidate(memory), Candidate(fresh)
+    for cand in (stored, read):
+        cand.matched = frozenset(t for tokens in terms.group_tokens for t in tokens)
+    with_store = KeywordOverlapScorer(store.phrase_text).score(terms, [stored])
+    from_file = KeywordOverlapScorer().score(terms, [read])
+    missing = KeywordOverlapScorer(store.phrase_text).score(
+        build_query_terms(expand_query("backoff retry", {}), analyze, lambda t: 1.0),
+        [Candidate(memory, matched=stored.matched)],
+    )
+    assert with_store == from_file and with_store["alpha"] > missing["alpha"]  # the phrase found, as in the file
+
+
+def test_a_file_of_the_first_format_is_not_opened(tmp_path):
+    memories = [_memory("alpha", "First paragraph.")]
+    _, path = _store(tmp_path, memories)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(MAGIC, b"CTXBLK1\n"))  # header and trailer: a file the first release wrote
+    assert len(BlockStore.open_folder(tmp_path, FP)) == 0

@@ -17,7 +17,7 @@ from .. import graph_cache
 from ..graph import LinkGraph
 from ..index import heading_tokens
 from ..model import Memory
-from ..render import block_key, catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
+from ..render import block_heading, block_key, catalog_line, catalog_line_tokens, l1_block_tokens, memory_block
 from ..render_cache import CATALOG, RenderedBlock
 from ..semantic import PrototypeClassifier
 from ..tokens import default_counter, heuristic_floor, join_count
@@ -311,10 +311,11 @@ class DerivedState(EngineState):
         whitespace-separated runs (``tokens.heuristic_floor``): the tier planner tries
         the L2 of every relevant memory until three upgrades fit (~7.6 a distinct query
         at 10,000 for ~2.8 upgrades) and most of the rest do not fit by far, so their
-        ~1,000 characters need no tokenizing. The text is still read (the LRU in
-        ``tier_source`` keeps it for the count when it may fit). The bound is kept in the
-        token cache beside the counts (pseudo-tier ``L2>=``), so a query seen again
-        neither reads nor splits the text.
+        ~1,000 characters need no tokenizing. The text's part of the bound comes from
+        the block store when the last build stored it for this file (one ``pread``);
+        otherwise the text is read (the LRU in ``tier_source`` keeps it for the count
+        when it may fit). The bound is kept in the token cache beside the counts
+        (pseudo-tier ``L2>=``), so a query seen again neither reads nor splits the text.
         """
         if tier != "L2" or self.counter is not default_counter():
             return self.block_tokens(memory, tier)
@@ -326,7 +327,12 @@ class DerivedState(EngineState):
             if value is None:
                 if len(cache) > TOKEN_CACHE_MAX:
                     cache = self._token_cache = {}
-                value = cache[key] = heuristic_floor(memory_block(memory, tier))
+                stored = self._block_store.l2_text_floor(memory)  # one pread instead of reading the file back
+                if stored is not None:
+                    value = heuristic_floor(block_heading(memory, tier)) + stored
+                else:
+                    value = heuristic_floor(memory_block(memory, tier))
+                cache[key] = value
         return value
 
     def rendered_block(self, memory: Memory, tier: str) -> RenderedBlock:

@@ -353,10 +353,10 @@ class Lifecycle(EngineState):
             log.warning("%s", self._semantic_problem)
         if model is None:
             self.vectors = None
-            self.semantic = KeywordOverlapScorer()
+            self.semantic = KeywordOverlapScorer(self.stored_phrase_text)
             return True
         self.vectors = VectorIndex(model, self.state_dir, check=self.stop_flag.check)
-        self.semantic = EmbeddingScorer(self.vectors)
+        self.semantic = EmbeddingScorer(self.vectors, keywords=KeywordOverlapScorer(self.stored_phrase_text))
         return True
 
     def close(self) -> None:

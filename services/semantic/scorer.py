@@ -38,10 +38,12 @@ def query_text(expanded: ExpandedQuery) -> str:
 class EmbeddingScorer:
     """Semantic signal from a ``VectorIndex`` (see module doc)."""
 
-    def __init__(self, vectors: VectorIndex, embed_share: float = EMBED_SHARE) -> None:
+    def __init__(
+        self, vectors: VectorIndex, embed_share: float = EMBED_SHARE, keywords: KeywordOverlapScorer | None = None
+    ) -> None:
         self.vectors = vectors
         self.embed_share = embed_share
-        self.keywords = KeywordOverlapScorer()
+        self.keywords = keywords if keywords is not None else KeywordOverlapScorer()
         self.name = vectors.name
         self._embedded = lru_cache(maxsize=QUERY_MEMO)(vectors.embed_query)
 
