@@ -243,7 +243,7 @@ class BlockStore:
         return _FLOOR.unpack(tail)[0] if len(tail) == _FLOOR.size else None
 
     def _lookup(self, memory: Memory, code: bytes) -> tuple[bytes, int, int, int] | None:
-        """The record of ``memory`` at ``code`` as ``_body`` gives it (None: none stored, or not its own)."""
+        """The record of ``memory`` at ``code`` as ``_find`` gives it (None: none stored, or not its own)."""
         keys = self._key_view
         if not len(keys):
             return None
