@@ -33,8 +33,10 @@ the memory's own: a catalog line equal to ``render.catalog_line`` of it, an L1
 block under its ``render.block_heading`` (a file moved into ``sources/`` keeps
 its bytes but not its label), a phrase text starting with the memory's summary
 line, title and tags as they are now. Anything else
-(a damaged or truncated file, a missing one, a hash collision, a file of the
-first format) is a miss, and the caller reads the file as before. Files of an
+(a damaged or truncated file, a missing one, a hash collision) is a miss, and
+the caller reads the file as before. Files of the first format (``FIRST_MAGIC``:
+one table entry per record, no phrase texts; an earlier release's build) are
+still read, by their own keys, until the next cold build replaces them. Files of an
 older build are removed when a new build starts. Only the default (heuristic)
 counter's costs are stored: the engine asks for blocks only when that counter is in use.
 """
@@ -66,7 +68,8 @@ log = logging.getLogger(__name__)
 
 FOLDER = "blocks"  # under the workspace's state folder
 SUFFIX = ".blk"
-MAGIC = b"CTXBLK2\n"  # 2: one table entry per memory, its records side by side (1: one per record)
+MAGIC = b"CTXBLK2\n"  # 2: one table entry per memory, its records side by side
+FIRST_MAGIC = b"CTXBLK1\n"  # the first format: one table entry per record (an earlier release's build)
 _FINGERPRINT_BYTES = 64  # a sha256 in hex
 _HEADER = len(MAGIC) + _FINGERPRINT_BYTES
 _TRAILER = struct.Struct("<QQI8s")  # entries, table offset, CRC-32 of the table, MAGIC again
@@ -94,6 +97,12 @@ class StoredBlock(NamedTuple):
 def key_hash(memory_id: str) -> int:
     """The table key of a memory's records: 64 bits of BLAKE2b over its id (stable across processes)."""
     digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def first_key_hash(memory_id: str, code: bytes) -> int:
+    """The first format's key of one record: 64 bits of BLAKE2b over the id and the tier code."""
+    digest = hashlib.blake2b(memory_id.encode("utf-8") + b"\0" + code, digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 
@@ -158,8 +167,15 @@ class BlockStore:
     """The chunk files' blocks, by (memory id, tier); immutable once built (``with_files`` returns a new one)."""
 
     def __init__(
-        self, files: tuple[io.FileIO, ...] = (), keys: np.ndarray | None = None, places: np.ndarray | None = None
+        self,
+        files: tuple[io.FileIO, ...] = (),
+        keys: np.ndarray | None = None,
+        places: np.ndarray | None = None,
+        first_format: bool = False,
     ):
+        # A workspace built by an earlier release keeps its files until the next cold build: their
+        # blocks are still served (looked up by the first format's keys), their phrase texts read back.
+        self._first_format = first_format
         self._files = files  # shared by the stores ``with_files`` makes; closed when the last one goes
         self._keys = keys if keys is not None else np.empty(0, dtype=np.uint64)
         # file index << 40 | record offset, in the order of ``_keys``
@@ -184,10 +200,12 @@ class BlockStore:
         files = list(self._files)
         keys = [self._keys]
         places = [self._places]
+        first_format = self._first_format
         for path in paths:
             table = _read_table(path, fingerprint)
             if table is None:
                 continue
+            first_format |= table[2]
             try:
                 handle = open(path, "rb", buffering=0)  # noqa: SIM115 - held open for pread, closed by close()
             except OSError as exc:
@@ -198,7 +216,7 @@ class BlockStore:
             files.append(handle)
         all_keys, all_places = np.concatenate(keys), np.concatenate(places)
         order = np.argsort(all_keys, kind="stable")
-        return BlockStore(tuple(files), all_keys[order], all_places[order])
+        return BlockStore(tuple(files), all_keys[order], all_places[order], first_format)
 
     def get(self, memory: Memory, code: bytes) -> StoredBlock | None:
         """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``) when it is its own; else None."""
@@ -250,6 +268,9 @@ class BlockStore:
         memory_id = memory.id
         key = key_hash(memory_id)
         at = bisect_left(keys, key)  # the view's items are exact Python ints (unsigned 64-bit)
+        if (at >= len(keys) or keys[at] != key) and self._first_format:
+            key = first_key_hash(memory_id, code)
+            at = bisect_left(keys, key)
         if at >= len(keys) or keys[at] != key:
             return None
         place = self._place_view[at]
@@ -365,19 +386,24 @@ def _fingerprint_bytes(fingerprint: str) -> bytes:
     return fingerprint.encode("ascii")[:_FINGERPRINT_BYTES].ljust(_FINGERPRINT_BYTES, b" ")
 
 
-def _read_table(path: Path, fingerprint: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """A chunk file's (sorted keys, offsets), checked against its trailer; None when damaged."""
+def _read_table(path: Path, fingerprint: str) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """A chunk file's (sorted keys, offsets, whether it is of the first format), checked against its trailer.
+
+    None when damaged, of another parse fingerprint, or of neither format.
+    """
     try:
         with open(path, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             if size < _HEADER + _TRAILER.size:
                 return None
             handle.seek(0)
-            if handle.read(_HEADER) != MAGIC + _fingerprint_bytes(fingerprint):
+            header = handle.read(_HEADER)
+            version = header[: len(MAGIC)]
+            if version not in (MAGIC, FIRST_MAGIC) or header[len(MAGIC) :] != _fingerprint_bytes(fingerprint):
                 return None
             handle.seek(size - _TRAILER.size)
             entries, table_at, crc, magic = _TRAILER.unpack(handle.read(_TRAILER.size))
-            if magic != MAGIC or table_at + 16 * entries + _TRAILER.size != size or entries >= 1 << 32:
+            if magic != version or table_at + 16 * entries + _TRAILER.size != size or entries >= 1 << 32:
                 return None
             handle.seek(table_at)
             raw = handle.read(16 * entries)
@@ -390,4 +416,4 @@ def _read_table(path: Path, fingerprint: str) -> tuple[np.ndarray, np.ndarray] |
     table = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(2, entries)
     if entries and (table[1].max() >= table_at or table[1].max() >= 1 << 40):
         return None
-    return table[0], table[1]
+    return table[0], table[1], version == FIRST_MAGIC

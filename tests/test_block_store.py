@@ -6,7 +6,17 @@ import os
 from pathlib import Path
 
 from ctxos.services import block_store
-from ctxos.services.block_store import CATALOG_CODE, L1_CODE, MAGIC, BlockStore, records_for, write_file
+from ctxos.services.block_store import (
+    CATALOG_CODE,
+    FIRST_MAGIC,
+    L1_CODE,
+    MAGIC,
+    BlockStore,
+    encode_record,
+    first_key_hash,
+    records_for,
+    write_file,
+)
 from ctxos.services.engine import Engine
 from ctxos.services.index import analyze
 from ctxos.services.intent import expand_query
@@ -198,9 +208,25 @@ def test_keyword_overlap_reads_stored_phrase_texts_instead_of_the_files(tmp_path
     assert with_store == from_file and with_store["alpha"] > missing["alpha"]  # the phrase found, as in the file
 
 
-def test_a_file_of_the_first_format_is_not_opened(tmp_path):
-    memories = [_memory("alpha", "First paragraph.")]
-    _, path = _store(tmp_path, memories)
-    raw = path.read_bytes()
-    path.write_bytes(raw.replace(MAGIC, b"CTXBLK1\n"))  # header and trailer: a file the first release wrote
-    assert len(BlockStore.open_folder(tmp_path, FP)) == 0
+def test_a_file_of_the_first_format_still_serves_its_blocks(tmp_path):
+    """An earlier release's build (one table entry per record, no phrase texts) keeps serving until a rebuild."""
+    memories = [_memory(f"m{i}", f"Paragraph {i}.") for i in range(5)]
+    records = []
+    for memory in memories:  # the first format's records: the L1 block and catalog line, each its own entry
+        counter = HeuristicCounter()
+        for code, text in ((L1_CODE, memory_block(memory, "L1")), (CATALOG_CODE, catalog_line(memory))):
+            record = encode_record(memory.id, memory.checksum, code, text, counter.piece_costs(text))
+            records.append((first_key_hash(memory.id, code), record))
+    path = write_file(tmp_path, FP, records)
+    path.write_bytes(path.read_bytes().replace(MAGIC, FIRST_MAGIC))  # header and trailer
+    old = BlockStore.open_folder(tmp_path, FP)
+    assert len(old) == 10
+    for memory in memories:
+        assert old.get(memory, L1_CODE).text == memory_block(memory, "L1")
+        assert old.get(memory, CATALOG_CODE).text == catalog_line(memory)
+        assert old.phrase_text(memory) is None and old.l2_text_floor(memory) is None  # read from the file
+    new, _ = _store(tmp_path / "new", [_memory("n1", "New paragraph.")])
+    both = old.with_files(list((tmp_path / "new").glob("*.blk")), FP)  # both formats in one store
+    assert both.get(memories[2], L1_CODE) is not None and both.phrase_text(_memory("n1", "New paragraph.")) is not None
+    path.write_bytes(path.read_bytes().replace(FIRST_MAGIC, b"CTXBLK9\n"))
+    assert len(BlockStore.open_folder(tmp_path, FP)) == 0  # a format this release does not know
