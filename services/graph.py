@@ -32,6 +32,7 @@ IMPLICIT_WEIGHT = 0.5
 # A tag carried by more memories than this is too generic to link them all
 # (and pairing them is quadratic); it is skipped for implicit edges.
 MAX_TAG_MEMBERS = 300
+DAMPING = 0.85  # PageRank's damping for the authority signal
 
 
 # One memory's resolved links: (link text, the id it names, or None when it names no memory).
@@ -101,7 +102,7 @@ def build_graph(
     *,
     min_shared_tags: int = 2,
     max_tag_members: int = MAX_TAG_MEMBERS,
-    damping: float = 0.85,
+    damping: float = DAMPING,
     check: Check = never,
 ) -> LinkGraph:
     """Build the graph for ``memories``; ``resolve(link text, linking file's path)`` gives an id or None
@@ -124,7 +125,7 @@ def graph_from_links(
     *,
     min_shared_tags: int = 2,
     max_tag_members: int = MAX_TAG_MEMBERS,
-    damping: float = 0.85,
+    damping: float = DAMPING,
     check: Check = never,
 ) -> LinkGraph:
     """``build_graph`` once the links are resolved (``resolve_all_links``; the incremental update keeps them)."""
@@ -293,7 +294,7 @@ def pagerank(
     edges: Sequence[tuple[str, str]],
     weights: Sequence[float] | None = None,
     *,
-    damping: float = 0.85,
+    damping: float = DAMPING,
 ) -> dict[str, float]:
     """Raw PageRank of a directed graph (sums to 1 over ``nodes``): igraph's PRPACK (its C core only)."""
     position = {node: i for i, node in enumerate(nodes)}

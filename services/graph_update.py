@@ -34,6 +34,7 @@ from typing import Protocol
 
 from . import groups
 from .graph import (
+    DAMPING,
     MAX_TAG_MEMBERS,
     LinkGraph,
     ResolvedLinks,
@@ -90,7 +91,7 @@ class GraphTracker:
         *,
         min_shared_tags: int = 2,
         max_tag_members: int = MAX_TAG_MEMBERS,
-        damping: float = 0.85,
+        damping: float = DAMPING,
         check: Check = never,
     ) -> LinkGraph:
         """The graph for ``memories`` (id -> memory: a snapshot of what ``catalog`` serves)."""

@@ -19,7 +19,7 @@ from .. import graph_cache
 from ..access_log import AccessLog
 from ..block_store import BlockStore
 from ..config import Config
-from ..graph import MAX_TAG_MEMBERS, LinkGraph
+from ..graph import DAMPING, MAX_TAG_MEMBERS, LinkGraph
 from ..graph_update import GraphTracker
 from ..index import MemoryIndex
 from ..index_build import BuiltChunk, ChunkBuilder
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 # A governance report depends on the clock too (ages, load windows): reused at most this long.
 GOVERNANCE_REPORT_MAX_AGE_S = 60.0
 GRAPH_SAVE_INTERVAL_S = 300.0  # save_graph_if_due: at most one save of the graph this often
-GRAPH_DAMPING = 0.85  # PageRank's damping for the authority signal (GraphTracker.graph_for's default)
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ class EngineState:
 
     def _graph_settings(self) -> tuple[int, int, float]:
         """What a graph build takes besides the memories (part of the saved graph's key)."""
-        return (self.config.settings.graph.implicit_edge_min_shared_tags, MAX_TAG_MEMBERS, GRAPH_DAMPING)
+        return (self.config.settings.graph.implicit_edge_min_shared_tags, MAX_TAG_MEMBERS, DAMPING)
 
     def save_graph(self) -> bool:
         """Save the current graph for the next start (at close); nothing when it is stale or never built.
