@@ -309,6 +309,7 @@ def _find(fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> t
     """
     data = os.pread(fd, _FIRST_READ, offset)  # mostly all of the memory's records in one call
     start = 0
+    wanted = memory_id.encode("utf-8")
     for _ in range(_RECORDS_MAX):
         if start + _HEAD.size + _BODY.size > len(data):  # the next head is beyond what was read
             data, start, offset = os.pread(fd, _FIRST_READ, offset + start), 0, offset + start
@@ -321,7 +322,7 @@ def _find(fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> t
         if at + id_len > len(data):  # a long id across the end of what was read
             data, start, offset = os.pread(fd, _FIRST_READ + id_len, offset + start), 0, offset + start
             head_end, at = _HEAD.size, _HEAD.size + _BODY.size
-        if data[at : at + id_len] != memory_id.encode("utf-8"):
+        if data[at : at + id_len] != wanted:
             return None
         if tier == code:
             end = head_end + length
