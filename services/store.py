@@ -182,6 +182,8 @@ class MemoryStore:
     def put(self, memory: Memory) -> builtins.list[str]:
         """Add or replace the memory at ``memory.rel_path``; return the ids whose entry changed."""
         rel = memory.rel_path
+        if self._replace_in_place(memory):
+            return [self.by_path[rel].id]
         changed = self.remove_path(rel)
         self.invalid.pop(rel, None)
         if _named_by_path(memory):
@@ -192,6 +194,46 @@ class MemoryStore:
         else:
             changed += self._place(memory)
         return sorted(set(changed))
+
+    def _replace_in_place(self, memory: Memory) -> bool:
+        """An edit that keeps the file's id: swap the served object in one step; False to take the long way.
+
+        Queries and ``get_memory`` read the store on other threads while the write thread
+        applies an edit. Removing the old entry and placing the new one (the general path,
+        which may rename or promote) left the id absent in between, and a reader that
+        landed there answered "no memory" or lost a candidate (a flaky REST test showed
+        it; tests/test_store_concurrency.py). Each dict assignment here is atomic, so a
+        reader sees the old memory or the new one, never neither.
+
+        Only when nothing else moves: the same path keeps the same id (an explicit ``id``
+        unchanged, or a path-named file, whose stem group does not change), it is served
+        (not a shadowed duplicate), and no duplicate waits for the id (the long way would
+        promote it).
+        """
+        rel = memory.rel_path
+        old = self.by_path.get(rel)
+        if old is None or self.memories.get(old.id) is not old or rel in self._shadowed:
+            return False
+        if memory.explicit_id != old.explicit_id or (memory.explicit_id and memory.id != old.id):
+            return False
+        if any(waiting.id == old.id for waiting in self._shadowed.values()):
+            return False
+        if not memory.explicit_id:
+            self._parsed[rel] = memory  # the parse; the served object carries the stem group's name
+            if memory.id != old.id:
+                memory = dataclasses.replace(memory, id=old.id)
+        self.invalid.pop(rel, None)
+        if not memory.released:
+            self._unreleased.add(rel)
+        self.memories[memory.id] = memory
+        self.by_path[rel] = memory
+        old_keys, new_keys = _loose_names(old), _loose_names(memory)
+        for key in new_keys:  # add before discarding: a link resolves throughout
+            groups.add(self._loose, key, memory.id)
+        for key in old_keys:
+            if key not in new_keys:
+                groups.discard(self._loose, key, memory.id)
+        return True
 
     def put_invalid(self, invalid: InvalidFile) -> builtins.list[str]:
         changed = self.remove_path(invalid.rel_path)
