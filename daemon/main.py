@@ -32,7 +32,6 @@ if __name__ == "__main__":  # pragma: no cover - the daemon's own process, befor
 
 import argparse
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -47,7 +46,7 @@ from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
 from ctxos.services.daemon_options import daemon_parser, workspace_path
 from ctxos.services.stop_flag import Cancelled
 
-from . import malloc_tune
+from . import collector, malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .logging_setup import setup_logging
@@ -173,22 +172,6 @@ async def _serve(root: Path, options: DaemonOptions) -> int:
     return exit_code
 
 
-def _freeze_loaded_heap() -> None:
-    """Keep what the load built out of the garbage collector's full passes (``gc.freeze``).
-
-    A full (generation 2) collection walks every tracked object while holding the
-    interpreter lock: during a governance run at 10,000 memories the longest stall of
-    every other thread was such a pass (726 ms; 9 passes, 4.8 s in all). The store,
-    index maps and caches a load builds live as long as the daemon, so scanning them
-    again and again finds nothing; frozen, the same run's passes take 2.0 s in all and
-    at most 487 ms. Objects made later are collected as usual; frozen ones are still
-    freed by reference counting when dropped (only a reference cycle among them would
-    be kept). No ``gc.collect()`` first: it would walk the whole heap once more on the
-    way to ready, for the little cyclic garbage a load leaves.
-    """
-    gc.freeze()
-
-
 async def load_workspace(
     ctx: DaemonContext, stop: asyncio.Event | None, before_ready: Callable[[], Awaitable[None]] | None = None
 ) -> None:
@@ -219,7 +202,8 @@ async def load_workspace(
     finally:
         stop_early_builders()  # on a thread of its own: the daemon does not wait for the builders to exit
         malloc_tune.trim()
-    _freeze_loaded_heap()
+    collector.settle_loaded_heap()  # freeze the loaded heap, space out young collections
+    ctx.add_status_provider("collector", collector.status)
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
     _note_unserved_federation(ctx)

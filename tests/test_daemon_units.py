@@ -338,3 +338,21 @@ def test_the_daemons_heap_keeps_large_blocks_in_their_own_mappings() -> None:
     tuned = subprocess.run([*run, "tuned"], capture_output=True, text=True, env=env, timeout=60)
     assert plain.returncode == 0 and tuned.returncode == 0, plain.stderr + tuned.stderr
     assert (plain.stdout.strip(), tuned.stdout.strip()) == ("0", "1")
+
+
+def test_settle_loaded_heap_freezes_and_sets_the_young_threshold_unless_turned_off() -> None:
+    """Run in a fresh interpreter each time: the collector's settings are process-wide."""
+    probe = (
+        "import gc; from ctxos.daemon.collector import settle_loaded_heap; settle_loaded_heap(); "
+        "print(gc.get_threshold()[0], gc.get_freeze_count() > 0)"
+    )
+
+    def run(**env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert run() == "10000 True"
+    assert run(CTXOS_GC_TUNING="0") == "700 True"  # CPython's own threshold kept; the freeze stays

@@ -53,25 +53,17 @@ if __package__:
             return [self.corpus / ".ctxos"]
 
 
-def _freeze_loaded_heap() -> None:
-    """What the daemon does once loaded (``daemon/main._freeze_loaded_heap``): the loaded store stays out of
-    the collector's full passes, which otherwise walk it every few hundred queries (one such pass at
-    10,000 memories: tens of ms inside one query's latency). Measured as the daemon serves."""
-    import gc
-
-    gc.freeze()
-
-
 class _Worker:
     def __init__(self) -> None:
         self.engine = None
 
     def build(self, params: dict[str, Any]) -> dict[str, Any]:
+        from ctxos.daemon.collector import settle_loaded_heap
         from ctxos.services.engine import Engine
 
         self.engine = Engine(Path(params["root"]))
         summary = self.engine.load()
-        _freeze_loaded_heap()
+        settle_loaded_heap()  # what the daemon does once loaded (daemon/collector.py): measured as it serves
         status = self.engine.status()
         return {
             "docs": len(self.engine.list_memories()),
