@@ -46,7 +46,7 @@ from ctxos.services.daemon_lock import DaemonAlreadyRunning, WorkspaceLock
 from ctxos.services.daemon_options import daemon_parser, workspace_path
 from ctxos.services.stop_flag import Cancelled
 
-from . import collector, malloc_tune
+from . import interpreter_tune, malloc_tune
 from .components import COMPONENTS, register_rpc_methods, stop_components
 from .context import DaemonContext, DaemonOptions
 from .logging_setup import setup_logging
@@ -95,6 +95,7 @@ def run_daemon(root: Path, options: DaemonOptions | None = None) -> int:
         )
         log.info("ctxos daemon starting: workspace %s, pid %d, log %s", root, os.getpid(), log_file)
         malloc_tune.configure_heap()  # before any thread starts
+        interpreter_tune.configure_switching()
         return asyncio.run(_serve(root, options))
     except KeyboardInterrupt:  # a signal before the loop installed its handlers
         return 130
@@ -202,8 +203,8 @@ async def load_workspace(
     finally:
         stop_early_builders()  # on a thread of its own: the daemon does not wait for the builders to exit
         malloc_tune.trim()
-    collector.settle_loaded_heap()  # freeze the loaded heap, space out young collections
-    ctx.add_status_provider("collector", collector.status)
+    interpreter_tune.settle_loaded_heap()  # freeze the loaded heap, space out young collections
+    ctx.add_status_provider("interpreter", interpreter_tune.status)
     ctx.load_summary = _summary_dict(summary)
     ctx.load_summary["load_ms"] = round((time.monotonic() - started) * 1000, 1)
     _note_unserved_federation(ctx)

@@ -29,7 +29,7 @@ from typing import Any
 from ctxos.services import runtime_paths
 from ctxos.services.daemon_lock import UserLock, user_daemon_pid
 
-from . import malloc_tune
+from . import interpreter_tune, malloc_tune
 from .components import COMPONENTS, stop_components
 from .context import DaemonOptions
 from .logging_setup import setup_logging
@@ -89,6 +89,7 @@ def run_user_daemon(options: DaemonOptions | None = None, load: list[str] | None
             log_file,
         )
         malloc_tune.configure_heap()  # before any thread starts
+        interpreter_tune.configure_switching()
         return asyncio.run(_serve(options, set(load or ())))
     except KeyboardInterrupt:
         return 130

@@ -283,16 +283,17 @@ def test_sigterm_exits_cleanly_and_cleans_up(workspace, daemon_factory) -> None:
     assert "SIGTERM received" in log and "stopped (SIGTERM)" in log
 
 
-def test_the_loaded_daemon_freezes_its_heap_and_spaces_out_young_collections(workspace, daemon_factory) -> None:
-    """daemon/collector.py: the loaded heap frozen, young objects collected every 10,000 allocations."""
-    from ctxos.daemon.collector import YOUNG_THRESHOLD
+def test_the_daemon_tunes_its_interpreter(workspace, daemon_factory) -> None:
+    """daemon/interpreter_tune.py: 10 ms thread switches, the loaded heap frozen, young passes every 10,000."""
+    from ctxos.daemon.interpreter_tune import SWITCH_INTERVAL_S, YOUNG_THRESHOLD
 
     daemon = daemon_factory(workspace())
     daemon.call("get_context", query="seed rule")
-    section = daemon.status()["collector"]
-    assert section["thresholds"][0] == YOUNG_THRESHOLD == 10_000
-    assert section["frozen_objects"] > 10_000  # the modules and the loaded workspace
-    assert len(section["collections"]) == 3
+    section = daemon.status()["interpreter"]
+    assert section["switch_interval_ms"] == SWITCH_INTERVAL_S * 1000 == 10
+    assert section["gc_thresholds"][0] == YOUNG_THRESHOLD == 10_000
+    assert section["gc_frozen_objects"] > 10_000  # the modules and the loaded workspace
+    assert len(section["gc_collections"]) == 3
 
 
 def test_cli_start_status_stop(workspace) -> None:

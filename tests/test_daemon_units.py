@@ -340,11 +340,12 @@ def test_the_daemons_heap_keeps_large_blocks_in_their_own_mappings() -> None:
     assert (plain.stdout.strip(), tuned.stdout.strip()) == ("0", "1")
 
 
-def test_settle_loaded_heap_freezes_and_sets_the_young_threshold_unless_turned_off() -> None:
-    """Run in a fresh interpreter each time: the collector's settings are process-wide."""
+def test_interpreter_tuning_sets_switching_and_the_collector_unless_turned_off() -> None:
+    """Run in a fresh interpreter each time: these settings are process-wide."""
     probe = (
-        "import gc; from ctxos.daemon.collector import settle_loaded_heap; settle_loaded_heap(); "
-        "print(gc.get_threshold()[0], gc.get_freeze_count() > 0)"
+        "import gc, sys; from ctxos.daemon import interpreter_tune as t; "
+        "t.configure_switching(); t.settle_loaded_heap(); "
+        "print(gc.get_threshold()[0], gc.get_freeze_count() > 0, sys.getswitchinterval())"
     )
 
     def run(**env: str) -> str:
@@ -354,5 +355,5 @@ def test_settle_loaded_heap_freezes_and_sets_the_young_threshold_unless_turned_o
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    assert run() == "10000 True"
-    assert run(CTXOS_GC_TUNING="0") == "700 True"  # CPython's own threshold kept; the freeze stays
+    assert run() == "10000 True 0.01"
+    assert run(CTXOS_INTERPRETER_TUNING="0") == "700 True 0.005"  # CPython's own settings; the freeze stays

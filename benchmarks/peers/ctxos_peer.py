@@ -58,12 +58,12 @@ class _Worker:
         self.engine = None
 
     def build(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ctxos.daemon.collector import settle_loaded_heap
+        from ctxos.daemon.interpreter_tune import settle_loaded_heap
         from ctxos.services.engine import Engine
 
         self.engine = Engine(Path(params["root"]))
         summary = self.engine.load()
-        settle_loaded_heap()  # what the daemon does once loaded (daemon/collector.py): measured as it serves
+        settle_loaded_heap()  # what the daemon does once loaded (daemon/interpreter_tune.py): measured as it serves
         status = self.engine.status()
         return {
             "docs": len(self.engine.list_memories()),
