@@ -17,10 +17,16 @@ outside exactly as a client sees it:
   the cold start and after the warm restart (what an agent asking at once waits for
   the start-up work: the link graph, the query lists, the access counts).
 
-Targets (issue 16): p95 save-to-searchable <= 200 ms for a single edit; p95
-socket query <= 40 ms at 10,000 memories with 8 clients (issue 3 had 500 and
-75 ms). Also measured: a warm restart (index and parse cache on disk) and RSS
-after the queries, after the burst and right after the restart.
+Targets (issue 16), printed in the table and written under ``targets`` in the JSON with the
+value measured for each (``issue_targets``):
+
+* at 10,000 memories: cold start <= 6 s, warm restart <= 1.5 s, idle RSS <= 120 MiB, RSS
+  after the queries <= 160 MiB and after the burst <= 200 MiB, p95 save-to-searchable
+  <= 200 ms for a single edit, p95 socket query <= 40 ms with 8 clients, p95 MCP stdio
+  <= 15 ms (issue 3 had 500 and 75 ms);
+* at 100,000: warm restart <= 5 s, idle RSS <= 400 MiB, p95 socket query <= 60 ms with
+  one client;
+* below 10,000 (``--small``) the three latency targets only, as a guide.
 
     python benchmarks/bench_daemon.py            # full: 10,000 memories, 60 s idle
     python benchmarks/bench_daemon.py --small    # seconds; what tests run
@@ -64,6 +70,52 @@ from ctxos.services.workspace import init_workspace  # noqa: E402
 TARGET_SAVE_P95_MS = 200.0  # issue 16 (issue 3 had 500)
 TARGET_QUERY_P95_MS = 40.0  # issue 16, 8 clients (issue 3 had 75)
 TARGET_STDIO_P95_MS = 15.0  # issue 16, MCP stdio, 1 client
+# Issue 16's table, by the size it names. Below 10,000 only the latency targets are shown (as a
+# guide: the issue sets them at 10,000); at 100,000 the issue names its own three.
+LATENCY_TARGETS = {
+    "save_p95_ms": TARGET_SAVE_P95_MS,
+    "query_p95_ms": TARGET_QUERY_P95_MS,
+    "stdio_p95_ms": TARGET_STDIO_P95_MS,
+}
+TARGETS_10K = {
+    **LATENCY_TARGETS,
+    "cold_start_s": 6.0,
+    "warm_restart_s": 1.5,
+    "idle_rss_mb": 120.0,
+    "rss_after_queries_mb": 160.0,
+    "rss_after_burst_mb": 200.0,
+}
+TARGETS_100K = {"warm_restart_s": 5.0, "idle_rss_mb": 400.0, "one_client_p95_ms": 60.0}
+
+
+def issue_targets(memories: int) -> dict[str, float]:
+    """The upper bounds issue 16 sets for a workspace of ``memories`` files (the benchmark's ``--memories``)."""
+    if memories >= 100_000:
+        return dict(TARGETS_100K)
+    if memories >= 10_000:
+        return dict(TARGETS_10K)
+    return dict(LATENCY_TARGETS)
+
+
+def measured_against_targets(result: dict[str, Any]) -> dict[str, dict[str, float | bool]]:
+    """Each target that applies, with the value measured for it and whether it was met (at most the bound)."""
+    values = {
+        "save_p95_ms": result["save_single"]["p95"],
+        "query_p95_ms": result["query"]["p95"],
+        "stdio_p95_ms": result["mcp_stdio"]["p95_ms"],
+        "cold_start_s": result["cold_start_ready_s"],
+        "warm_restart_s": result["warm_restart_ready_s"],
+        "idle_rss_mb": result["idle"]["rss_mb"],
+        "rss_after_queries_mb": result["rss_after_queries_mb"],
+        "rss_after_burst_mb": result["rss_after_burst_mb"],
+        "one_client_p95_ms": result["query_one_client"]["p95"],
+    }
+    return {
+        name: {"target": bound, "value": values[name], "met": values[name] <= bound}
+        for name, bound in issue_targets(result["settings"]["memories"]).items()
+    }
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Probes ask with a generous budget: the generated workspace has a few long rules, which are
 # rendered first and could otherwise fill a small budget before the probe is reached.
@@ -466,10 +518,26 @@ def main(argv: list[str] | None = None) -> int:
     q, s, b, idle = result["query"], result["save_single"], result["save_during_burst"], result["idle"]
     q1, bg, mcp = result["query_one_client"], result["background_after_load"], result["mcp_stdio"]
     burst = result["burst"]
+    checked = result["targets"] = measured_against_targets(result)
+
+    def bound(name: str, unit: str) -> list[str]:
+        """The target and met columns of a row: blank when issue 16 sets no target at this size."""
+        if name not in checked:
+            return ["", ""]
+        return [f"<= {checked[name]['target']:g} {unit}".rstrip(), "yes" if checked[name]["met"] else "NO"]
+
     rows = [
         ["memories indexed", result["memories"], "", ""],
-        ["cold start to ready (s), index built from scratch", result["cold_start_ready_s"], "", ""],
-        ["warm restart to ready (s), index and parse cache on disk", result["warm_restart_ready_s"], "", ""],
+        [
+            "cold start to ready (s), index built from scratch",
+            result["cold_start_ready_s"],
+            *bound("cold_start_s", "s"),
+        ],
+        [
+            "warm restart to ready (s), index and parse cache on disk",
+            result["warm_restart_ready_s"],
+            *bound("warm_restart_s", "s"),
+        ],
         [
             "first get_context right after ready (ms): cold start / warm restart",
             f"{result['first_query_after_cold_start_ms']:.0f} / {result['first_query_after_warm_restart_ms']:.0f}",
@@ -479,8 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"socket get_context p50 / p95 (ms), {q['clients']} clients",
             f"{q['p50']:.1f} / {q['p95']:.1f}",
-            f"p95 < {TARGET_QUERY_P95_MS:.0f}",
-            "yes" if q["p95"] < TARGET_QUERY_P95_MS else "NO",
+            *bound("query_p95_ms", "ms"),
         ],
         [
             "  of which inside the engine, p50 / p95 (ms)",
@@ -489,7 +556,11 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ],
         ["socket get_context throughput (queries/s)", q["throughput_qps"], "", ""],
-        ["socket get_context p50 / p95 (ms), 1 client", f"{q1['p50']:.1f} / {q1['p95']:.1f}", "", ""],
+        [
+            "socket get_context p50 / p95 (ms), 1 client",
+            f"{q1['p50']:.1f} / {q1['p95']:.1f}",
+            *bound("one_client_p95_ms", "ms"),
+        ],
         [
             "  of which inside the engine, p50 / p95 (ms)",
             f"{q1['engine_ms']['p50']:.1f} / {q1['engine_ms']['p95']:.1f}",
@@ -499,15 +570,13 @@ def main(argv: list[str] | None = None) -> int:
         [
             "MCP stdio get_context p50 / p95 (ms), 1 client",
             f"{mcp['p50_ms']:.1f} / {mcp['p95_ms']:.1f}",
-            f"p95 < {TARGET_STDIO_P95_MS:.0f}",
-            "yes" if mcp["p95_ms"] < TARGET_STDIO_P95_MS else "NO",
+            *bound("stdio_p95_ms", "ms"),
         ],
         ["  of which inside the engine, p50 (ms)", f"{mcp['engine_p50_ms']:.1f}", "", ""],
         [
             "save-to-searchable, single edit p50 / p95 (ms)",
             f"{s['p50']:.0f} / {s['p95']:.0f}",
-            f"p95 < {TARGET_SAVE_P95_MS:.0f}",
-            "yes" if s["p95"] < TARGET_SAVE_P95_MS else "NO",
+            *bound("save_p95_ms", "ms"),
         ],
         [
             "  of which the watcher: first event -> index committed, p50 / p95 (ms)",
@@ -529,15 +598,19 @@ def main(argv: list[str] | None = None) -> int:
         ],
         ["background work after the load (s wall / s CPU)", f"{bg['seconds']:.1f} / {bg['cpu_s']:.1f}", "", ""],
         [f"idle CPU over {idle['seconds']:.0f} s (% of one core)", idle["cpu_percent"], "~0", ""],
-        ["idle RSS (MiB)", idle["rss_mb"], "", ""],
+        ["idle RSS (MiB)", idle["rss_mb"], *bound("idle_rss_mb", "MiB")],
         [
             "  of which the daemon's own (anonymous) / mapped files (shared libraries), MiB",
             f"{idle['rss_split_mb']['anon']:.1f} / {idle['rss_split_mb']['file']:.1f}",
             "",
             "",
         ],
-        [f"RSS after {q['n'] + q1['n'] + mcp['calls']} queries (MiB)", result["rss_after_queries_mb"], "", ""],
-        ["RSS after the burst (MiB)", result["rss_after_burst_mb"], "", ""],
+        [
+            f"RSS after {q['n'] + q1['n'] + mcp['calls']} queries (MiB)",
+            result["rss_after_queries_mb"],
+            *bound("rss_after_queries_mb", "MiB"),
+        ],
+        ["RSS after the burst (MiB)", result["rss_after_burst_mb"], *bound("rss_after_burst_mb", "MiB")],
         ["RSS right after a warm restart (MiB)", result["rss_after_warm_restart_mb"], "", ""],
         ["SIGTERM to exit (s)", result["stop_s"], "", ""],
         [

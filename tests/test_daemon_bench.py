@@ -41,6 +41,29 @@ def test_bench_daemon_small(tmp_path: Path) -> None:
     assert data["machine"]["cores"] >= 1
     assert data["first_query_after_cold_start_ms"] > 0 and data["first_query_after_warm_restart_ms"] > 0
     assert "first get_context right after ready" in run.stdout
+    # Below 10,000 memories the table shows issue 16's latency targets only, each with its value.
+    targets = data["targets"]
+    assert set(targets) == {"save_p95_ms", "query_p95_ms", "stdio_p95_ms"}
+    assert targets["save_p95_ms"] == {
+        "target": 200.0,
+        "value": data["save_single"]["p95"],
+        "met": data["save_single"]["p95"] <= 200.0,
+    }
+    assert "<= 200 ms" in run.stdout
+
+
+def test_bench_daemon_states_the_targets_issue_16_sets_for_the_size() -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from bench_daemon import issue_targets
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    at_10k = issue_targets(10_000)
+    assert at_10k["cold_start_s"] == 6.0 and at_10k["warm_restart_s"] == 1.5 and at_10k["idle_rss_mb"] == 120.0
+    assert at_10k["rss_after_queries_mb"] == 160.0 and at_10k["rss_after_burst_mb"] == 200.0
+    assert at_10k["query_p95_ms"] == 40.0 and at_10k["stdio_p95_ms"] == 15.0 and at_10k["save_p95_ms"] == 200.0
+    assert issue_targets(100_000) == {"warm_restart_s": 5.0, "idle_rss_mb": 400.0, "one_client_p95_ms": 60.0}
+    assert set(issue_targets(200)) == {"save_p95_ms", "query_p95_ms", "stdio_p95_ms"}
 
 
 @pytest.mark.slow
