@@ -162,7 +162,9 @@ def _memory(memory_id: str, token: str) -> str:
 class Daemon:
     """The daemon subprocess and how to reach it."""
 
-    def __init__(self, root: Path, runtime: Path, debounce_ms: int | None, http: bool = False) -> None:
+    def __init__(
+        self, root: Path, runtime: Path, debounce_ms: int | None, http: bool = False, env: dict[str, str] | None = None
+    ) -> None:
         self.root = root
         self.runtime = runtime
         self.socket = socket_path(root, runtime)
@@ -178,7 +180,7 @@ class Daemon:
             stdin=subprocess.DEVNULL,
             stdout=self.output,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "CTXOS_RUNTIME_DIR": str(runtime)},
+            env={**os.environ, **(env or {}), "CTXOS_RUNTIME_DIR": str(runtime)},
         )
 
     def client(self) -> DaemonClient:

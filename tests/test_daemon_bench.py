@@ -67,6 +67,41 @@ def test_bench_daemon_states_the_targets_issue_16_sets_for_the_size() -> None:
 
 
 @pytest.mark.slow
+def test_bench_daemon_pair_small_runs_each_side_with_its_own_environment(tmp_path: Path) -> None:
+    """Two real daemons, one with the interpreter settings off: each side's status shows what it ran with."""
+    out = tmp_path / "pair.json"
+    run = subprocess.run(
+        [sys.executable, str(BENCH.with_name("bench_daemon_pair.py")), "--small", "--a", "CTXOS_INTERPRETER_TUNING=0"]
+        + ["--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads(out.read_text())
+    settings = data["settings"]
+    per_side = settings["bursts"] * settings["clients"] * settings["per_client"]
+    for side in ("a", "b"):
+        assert data[side]["queries"] == per_side and len(data[side]["burst_p95_ms"]) == settings["bursts"]
+        assert 0 < data[side]["p50_ms"] <= data[side]["p95_ms"]
+    assert data["env_a"] == {"CTXOS_INTERPRETER_TUNING": "0"} and data["env_b"] == {}
+    assert data["interpreter_a"]["switch_interval_ms"] == 5.0 and data["interpreter_a"]["gc_thresholds"][0] == 700
+    assert data["interpreter_b"]["switch_interval_ms"] == 10.0 and data["interpreter_b"]["gc_thresholds"][0] == 10_000
+    assert 0 <= data["bursts_b_lower"] <= settings["bursts"]
+    assert "bursts where B's p95 is lower" in run.stdout
+
+
+def test_bench_daemon_pair_refuses_an_environment_that_is_not_name_value() -> None:
+    run = subprocess.run(
+        [sys.executable, str(BENCH.with_name("bench_daemon_pair.py")), "--small", "--a", "TUNING"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0 and "not NAME=VALUE: 'TUNING'" in run.stderr
+
+
+@pytest.mark.slow
 def test_bench_workspaces_small(tmp_path: Path) -> None:
     """The per-user daemon's cost per registered workspace (idle and loaded) is measured end to end."""
     out = tmp_path / "bench_workspaces.json"
