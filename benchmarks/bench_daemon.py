@@ -54,6 +54,7 @@ from bench_mcp import bench_stdio  # noqa: E402
 from common import (  # noqa: E402
     DOC_QUERIES,
     add_common_args,
+    chosen_settings,
     current_rss_mb,
     machine_info,
     peak_rss_mb,
@@ -502,13 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for ready (default 900)")
     args = parser.parse_args(argv)
-    settings = dict(SMALL if args.small else FULL)
-    if args.memories:
-        settings["memories"] = args.memories
-    if args.queries_per_client:
-        settings["queries_per_client"] = args.queries_per_client
-    if args.burst_files:
-        settings["burst_files"] = args.burst_files
+    settings = chosen_settings(args, SMALL, FULL, "memories", "queries_per_client", "burst_files")
     settings["ready_timeout_s"] = args.ready_timeout
     if args.idle_seconds is not None:
         settings["idle_s"] = args.idle_seconds

@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_daemon import QUERIES, Daemon, measure_queries, wait_quiet  # noqa: E402
-from common import add_common_args, machine_info, percentile, print_table, write_results  # noqa: E402
+from common import add_common_args, chosen_settings, machine_info, percentile, print_table, write_results  # noqa: E402
 from corpora import DOC_CORPORA, build_workspace  # noqa: E402
 from ctxos.services.workspace import init_workspace  # noqa: E402
 
@@ -116,11 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memories", type=int, help="workspace size (default 10,000; small 200)")
     parser.add_argument("--bursts", type=int, help="bursts per daemon (default 14; small 2)")
     args = parser.parse_args(argv)
-    settings = dict(SMALL if args.small else FULL)
-    if args.memories:
-        settings["memories"] = args.memories
-    if args.bursts:
-        settings["bursts"] = args.bursts
+    settings = chosen_settings(args, SMALL, FULL, "memories", "bursts")
     env_a, env_b = parse_env(args.a), parse_env(args.b)
     result = run(settings, env_a, env_b)
     a, b = result["a"], result["b"]

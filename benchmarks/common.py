@@ -28,6 +28,19 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, default=None, help="where to write the JSON results")
 
 
+def chosen_settings(
+    args: argparse.Namespace, small: dict[str, Any], full: dict[str, Any], *keys: str
+) -> dict[str, Any]:
+    """The run's settings: ``small`` or ``full`` (``--small``), with each of ``keys`` given on the command line
+    (an ``args`` attribute of that name that is set and not zero) put over it."""
+    settings = dict(small if args.small else full)
+    for key in keys:
+        value = getattr(args, key, None)
+        if value:
+            settings[key] = value
+    return settings
+
+
 def percentile(values: Sequence[float], pct: float) -> float:
     """Linear-interpolated percentile (``pct`` in 0..100); 0.0 for no values."""
     if not values:
