@@ -32,7 +32,7 @@ Once the workspace is loaded (``settle_loaded_heap``):
   collection ran every query or so and promoted those entries, so every ~50 queries a
   full pass walked all of them again: 0.9-1.1 ms of every distinct query's ~10 on
   average, and each full pass (8 per 400 queries, 10-25 ms) landed inside one query's
-  latency. At 10,000 the collector costs ~0.4 ms a query and ran no full pass in 400
+  latency. At 10,000 the collector costs 0.4-0.6 ms a query and ran no full pass in 400
   distinct queries; in the daemon under 8 clients (~840 repeated queries) 257-370 ms
   of collection became 35-42 ms, RSS unchanged (130 MiB). 50,000 was worse: each young
   pass then walked ~50,000 survivors at once (~25 ms). A cycle of garbage waits at most
