@@ -5,10 +5,11 @@ measured 8.9 and 13.5 ms for the same query loop an hour apart). A daemon settin
 in one ``bench_daemon.py`` run and its alternative in the next differ by the machine as
 much as by the setting. This benchmark builds one workspace, copies it, starts a daemon on
 each copy with its own environment (``--a`` and ``--b``: ``NAME=VALUE`` pairs), warms both
-(each query once, then until neither uses CPU: the start-up jobs done), and sends the same 8-client burst (``bench_daemon.measure_queries``: each client's queries
-drawn from the same seed) to A and B in turn, A first in even rounds and B first in odd
-ones. Both see the same minutes of the machine. It prints the p50/p95 of all queries and
-the number of bursts in which B's p95 was lower than A's.
+(each query once, then until neither uses CPU: the start-up jobs done), and sends the same
+8-client burst (``bench_daemon.measure_queries``: each client's queries drawn from the same
+seed) to A and B in turn, A first in even rounds and B first in odd ones. Both see the same
+minutes of the machine. It prints the p50/p95 of all queries and the number of bursts in
+which B's p95 was lower than A's.
 
     python benchmarks/bench_daemon_pair.py --a CTXOS_INTERPRETER_TUNING=0 --b CTXOS_INTERPRETER_TUNING=1
     python benchmarks/bench_daemon_pair.py --small    # seconds; what tests run
