@@ -7,8 +7,9 @@ full build, ~0.45 s at 10,000 memories in process and seconds at 100,000 (measur
 running daemon after a refresh at most every 5 minutes (``save_graph_if_due``: a kill
 or a stop before the graph caught up still leaves a recent one), under a key naming
 exactly what it was built from: every memory's id, file and content checksum in the
-tracker's snapshot, and the build's settings. At the next start the first call for the graph reads the file
-when the key of the loaded store is the same (``load_graph``), instead of building.
+tracker's snapshot, and the build's settings. At the next start the first call for the
+graph reads the file when the key of the loaded store is the same (``load_graph``),
+instead of building.
 In the daemon, which already serves a graph one change behind (``allow_stale_graph``),
 a saved graph of other files (changed while it was stopped, or stopped before the
 graph caught up with a change) is served the same way while the current one is built
