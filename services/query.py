@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, overload
 
 from .analysis import analyze
+from .answer_memo import AnswerMemo
 from .federation import join_federated
 from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
@@ -51,6 +52,7 @@ from .render import (
     SECTION_MEMORIES,
     SECTION_RULES,
     Packer,
+    Part,
     finalize,
     more_line,
 )
@@ -321,7 +323,8 @@ def score_query(
         if added:
             _headings(engine, [c for c in added if facts is None or c.memory.id not in facts.values])
             everything = list(pool.values())
-            frequency = engine.access_log.frequency_scores(c.memory.id for c in everything)
+            # the first pass's values and the new candidates' (one query reads the counts as one snapshot)
+            frequency = {**frequency, **engine.access_log.frequency_scores(c.memory.id for c in added)}
             score_candidates(everything, frequency=frequency, graph_seeds=ranked[:GRAPH_SEEDS], **options)
         else:  # only the graph signal changes: no need to score again
             rescore_graph(
@@ -477,19 +480,62 @@ def catalog_pool(engine: Any, leftover: list[Candidate], shown: set[str], limit:
     return out
 
 
-def _place(
-    engine: Any, packer: Packer, section: str, cand: Candidate, tier: str, priority: float, reserve: int
-) -> bool:
-    """Add ``cand``'s block at ``tier`` when it fits; its text is rendered (or taken from the cache) only then."""
+class _Answer:
+    """The parts an answer places, by token count; their texts are fetched (or the whole answer recalled) at the end.
+
+    Each placed memory block is added to the packer with its count only and noted
+    with what its text depends on (``render.block_key``'s fields); ``finish`` then
+    takes the rendered answer from the engine's ``AnswerMemo`` when the same shape
+    was rendered before, and otherwise fetches each block's text and piece costs
+    and runs ``finalize`` (services/answer_memo.py).
+    """
+
+    def __init__(self, engine: Any, budget: int) -> None:
+        self.engine = engine
+        self.packer = Packer(engine.counter, budget)
+        self.blocks: list[tuple[Part, Memory, str]] = []
+        self.shape: list[tuple[str, ...]] = []
+
+    def place(self, section: str, memory: Memory, tier: str, tokens: int, priority: float, reserve: int) -> bool:
+        """Add ``memory``'s block at ``tier`` (``tokens`` long) when it fits; its text is fetched in ``finish``."""
+        part = self.packer.add(section, "", tokens=tokens, memory_id=memory.id, priority=priority, reserve=reserve)
+        if part is None:
+            return False
+        self.blocks.append((part, memory, tier))
+        # what the block's text depends on (``render.block_key``: the label is made of the type and path)
+        self.shape.append((section, memory.id, memory.checksum, memory.type, memory.rel_path, tier))
+        return True
+
+    def add_text(self, section: str, text: str, priority: float) -> None:
+        if self.packer.add(section, text, priority=priority) is not None:
+            self.shape.append((section, text))
+
+    def finish(self) -> tuple[str, int, list[Part]]:
+        """The rendered text, its tokens and the parts kept (``render.finalize``), recalled when known."""
+        engine, packer = self.engine, self.packer
+        counter, budget = packer.counter, packer.budget
+        memo: AnswerMemo | None = getattr(engine, "answer_memo", None)
+        shape = tuple(self.shape)
+        if memo is not None:
+            known = memo.get(counter, budget, shape)
+            if known is not None:
+                return known.text, known.tokens, list(packer.parts)
+        for part, memory, tier in self.blocks:
+            block = engine.rendered_block(memory, tier)
+            part.text, part.costs = block.text, block.costs
+        text, tokens, kept = finalize(packer.parts, counter, budget)
+        if memo is not None and len(kept) == len(packer.parts):
+            memo.put(counter, budget, shape, text, tokens)
+        return text, tokens, kept
+
+
+def _place(answer: _Answer, section: str, cand: Candidate, tier: str, priority: float, reserve: int) -> bool:
+    """Add ``cand``'s block at ``tier`` when it fits (its text is fetched only for an answer not seen before)."""
     memory = cand.memory
-    tokens = engine.block_tokens(memory, tier)
-    if not packer.fits(section, tokens, reserve):
+    tokens = answer.engine.block_tokens(memory, tier)
+    if not answer.packer.fits(section, tokens, reserve):
         return False
-    block = engine.rendered_block(memory, tier)
-    part = packer.add(
-        section, block.text, tokens=tokens, memory_id=memory.id, priority=priority, reserve=reserve, costs=block.costs
-    )
-    return part is not None
+    return answer.place(section, memory, tier, tokens, priority, reserve)
 
 
 def select_and_render(
@@ -498,7 +544,8 @@ def select_and_render(
     """Choose tiers within ``budget`` and render; returns (selected, catalog_ids, omitted, text, tokens)."""
     config = engine.config
     counter = engine.counter
-    packer = Packer(counter, budget)
+    answer = _Answer(engine, budget)
+    packer = answer.packer
     l2_top_n = max(0, _int_setting(config, "query.l2_top_n", 3))
     min_score = _float_setting(config, "query.min_score", 0.05)
     max_catalog = max(0, _int_setting(config, "query.catalog_max_entries", 40))
@@ -510,7 +557,7 @@ def select_and_render(
     pinned.sort(key=lambda c: (TYPE_ORDER.get(c.memory.type, 99), -c.score, c.memory.id))
     for cand in pinned:
         for tier in _tiers(cand.memory, True) + ["L0"]:
-            if _place(engine, packer, SECTION_RULES, cand, tier, PRIORITY_PINNED + cand.score, 0):
+            if _place(answer, SECTION_RULES, cand, tier, PRIORITY_PINNED + cand.score, 0):
                 chosen[cand.memory.id] = (cand, tier)
                 break
 
@@ -525,7 +572,7 @@ def select_and_render(
         planned = plan.get(cand.memory.id)
         placed = False
         for option in ([planned, "L1"] if planned == "L2" else [planned]) if planned else []:
-            if _place(engine, packer, SECTION_MEMORIES, cand, option, PRIORITY_MEMORY + cand.score, reserve):
+            if _place(answer, SECTION_MEMORIES, cand, option, PRIORITY_MEMORY + cand.score, reserve):
                 chosen[cand.memory.id] = (cand, option)
                 placed = True
                 break
@@ -540,22 +587,13 @@ def select_and_render(
         tokens = engine.catalog_tokens(memory)
         if not packer.fits(SECTION_CATALOG, tokens, more_cost):
             break
-        line = engine.rendered_block(memory, CATALOG)
-        packer.add(
-            SECTION_CATALOG,
-            line.text,
-            tokens=tokens,
-            memory_id=memory.id,
-            priority=PRIORITY_CATALOG - rank * 1e-6,
-            reserve=more_cost,
-            costs=line.costs,
-        )
+        answer.place(SECTION_CATALOG, memory, CATALOG, tokens, PRIORITY_CATALOG - rank * 1e-6, more_cost)
         listed.append(memory)
     more = total - len(chosen) - len(listed)
     if more > 0 and max_catalog:
-        packer.add(SECTION_CATALOG, more_line(more), priority=PRIORITY_MORE)
+        answer.add_text(SECTION_CATALOG, more_line(more), PRIORITY_MORE)
 
-    text, tokens, kept = finalize(packer.parts, counter, budget)
+    text, tokens, kept = answer.finish()
     kept_ids = {p.memory_id for p in kept if p.memory_id}
     selected: list[SelectedMemory] = []
     by_id = {p.memory_id: p for p in kept if p.memory_id}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .. import graph_cache
 from ..access_log import AccessLog
+from ..answer_memo import AnswerMemo
 from ..block_store import BlockStore
 from ..config import Config
 from ..graph import DAMPING, MAX_TAG_MEMBERS, LinkGraph
@@ -89,6 +90,9 @@ class EngineState:
         self._token_cache: dict[BlockKey, int] = {}  # render.block_key -> tokens
         # What recent queries found that only the engine's state changes (services/query_facts.py)
         self.query_facts = FactsMemo()
+        # Rendered answers by the blocks they join: a repeated answer is not fetched and counted again
+        # (services/answer_memo.py)
+        self.answer_memo = AnswerMemo()
         self._block_cache = BlockCache()  # rendered blocks between queries (services/render_cache.py)
         self._block_store = BlockStore()  # blocks the last build's builders rendered (services/block_store.py)
         self._loaded = False
