@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ctxos.services.stop_flag import Cancelled
 
 from . import malloc_tune
+from .query_helper import QueryHelper
 from .rpc import RpcRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +103,8 @@ class DaemonContext:
         self._last_read_trim = 0.0
         self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-write")
         self._background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxos-background")
+        # A query's embedding product beside its index search, unless other reads keep both cores busy
+        self._query_helper = QueryHelper(busy=lambda: self._reads_in_flight > 1)
         self._ready_flag = threading.Event()
         self._ready_event: asyncio.Event | None = None
         self._serving_flag = threading.Event()  # a cold build has indexed its first chunk
@@ -130,6 +133,9 @@ class DaemonContext:
             # Its hourly recount of the window (~1.5 s at 10,000 logged queries) on the background
             # thread: no get_context waits for it and no read worker is taken.
             engine.access_log_background = self._defer_background
+        if mode == "daemon" and hasattr(engine, "query_helper"):
+            engine.query_helper = self._query_helper  # daemon/query_helper.py
+            self.add_status_provider("query_helper", self._query_helper.status)
         if mode == "daemon" and hasattr(engine, "community_detector"):
             from .leiden_process import IsolatedDetector, IsolatedNamer
 
@@ -507,4 +513,5 @@ class DaemonContext:
         self.request_stop()
         self._write_pool.shutdown(wait=True, cancel_futures=False)
         self._read_pool.shutdown(wait=True, cancel_futures=True)
+        self._query_helper.close()  # after the reads: a running one may be waiting for its job
         self._background_pool.shutdown(wait=True, cancel_futures=True)

@@ -34,10 +34,11 @@ rules out L2 upgrades with).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, overload
+from functools import partial
+from typing import Any, TypeVar, cast, overload
 
 from .analysis import analyze
 from .answer_memo import AnswerMemo
@@ -66,6 +67,8 @@ from .signals import (
     rescore_graph,
     score_candidates,
 )
+
+T = TypeVar("T")
 
 NEIGHBOUR_SEEDS = 5  # best first-pass candidates whose graph neighbours become candidates
 GRAPH_SEEDS = 3  # best first-pass candidates the graph signal and community bonus refer to
@@ -182,6 +185,16 @@ def _score_bm25(engine: Any, expanded: ExpandedQuery, cands: list[Candidate]) ->
             cand.bm25_raw, cand.matched = hit.score, hit.matched
 
 
+def _beside(engine: Any, job: Callable[[], T]) -> Callable[[], T]:
+    """``job`` started beside the caller by the engine's ``query_helper`` when its owner set one; what gives its result.
+
+    Without a helper the job itself is returned: it runs, in the calling thread, when its
+    result is asked for.
+    """
+    helper = getattr(engine, "query_helper", None)
+    return job if helper is None else cast(Callable[[], T], helper(job))
+
+
 def gather_candidates(
     engine: Any, expanded: ExpandedQuery, depth: int, query_vector: Any = None
 ) -> dict[str, Candidate]:
@@ -193,15 +206,19 @@ def gather_candidates(
     config = engine.config
     store = engine.store
     candidates: dict[str, Candidate] = {}
+    vectors = getattr(engine, "vectors", None)
+    nearest = None
+    if vectors is not None and query_vector is not None:
+        # started first: with a helper it runs while the index is searched (numpy lets go of the lock)
+        nearest = _beside(engine, partial(vectors.nearest, query_vector, max(1, int(depth * VECTOR_DEPTH_SHARE))))
     for hit in engine.index.search(expanded.terms, depth):
         memory = store.get(hit.id)
         if memory is None or memory.rel_path != hit.path:
             continue  # index entry from a file the store no longer serves under that id
         cand = _add(candidates, memory, "bm25")
         cand.bm25_raw, cand.matched = hit.score, hit.matched
-    vectors = getattr(engine, "vectors", None)
-    if vectors is not None and query_vector is not None:
-        for mid, _ in vectors.nearest(query_vector, max(1, int(depth * VECTOR_DEPTH_SHARE))):
+    if nearest is not None:
+        for mid, _ in nearest():
             _add(candidates, store.get(mid), "vector")
     for mid in engine.pinned_ids():
         memory = store.get(mid)

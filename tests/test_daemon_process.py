@@ -478,3 +478,14 @@ def test_pause_and_resume_watching(make_workspace, daemon_factory):
     daemon.wait_for(lambda: daemon.status()["watcher"]["batches"] > batches_before)
     assert all(daemon.has_memory(f"p{n}") for n in range(5))
     assert daemon.status()["watcher"]["batches"] == batches_before + 1  # one batch for all five
+
+
+def test_a_lone_query_runs_its_embedding_product_on_the_helper_thread(workspace, daemon_factory) -> None:
+    """daemon/query_helper.py: with no other read running, a query's nearest-row product goes to the helper thread."""
+    daemon = daemon_factory(workspace())
+    first = daemon.call("get_context", query="how do we deploy the release checklist")
+    started = daemon.status()["query_helper"]["jobs_started"]
+    assert started >= 1
+    again = daemon.call("get_context", query="how do we deploy the release checklist")
+    assert again["rendered"] == first["rendered"]
+    assert daemon.status()["query_helper"]["jobs_started"] >= started  # a repeated search may be kept

@@ -357,3 +357,32 @@ def test_interpreter_tuning_sets_switching_and_the_collector_unless_turned_off()
 
     assert run() == "10000 True 0.01"
     assert run(CTXOS_INTERPRETER_TUNING="0") == "700 True 0.005"  # CPython's own settings; the freeze stays
+
+
+def test_the_query_helper_runs_a_job_on_its_thread_unless_busy_or_closed() -> None:
+    """daemon/query_helper.py: the job's result (or error) comes back either way; inline when busy or closed."""
+    import threading
+
+    from ctxos.daemon.query_helper import QueryHelper
+
+    busy = False
+    helper = QueryHelper(busy=lambda: busy)
+    where: list[str] = []
+
+    def job() -> int:
+        where.append(threading.current_thread().name)
+        return 42
+
+    assert helper(job)() == 42 and where[-1].startswith("ctxos-query-helper")
+    busy = True
+    assert helper(job)() == 42 and where[-1] == threading.current_thread().name  # run when asked, here
+    busy = False
+
+    def failing() -> int:
+        raise ValueError("no rows")
+
+    with pytest.raises(ValueError, match="no rows"):
+        helper(failing)()
+    assert helper.status() == {"jobs_started": 2}
+    helper.close()
+    assert helper(job)() == 42 and where[-1] == threading.current_thread().name

@@ -493,3 +493,23 @@ def test_access_log_hands_a_due_batch_to_defer_and_stays_bounded(tmp_path):
     assert len(log._pending) < access_log_module.MAX_PENDING
     assert log.frequency_counts()["b"] == access_log_module.MAX_PENDING + 1
     log.close()
+
+
+def test_a_query_helper_runs_the_nearest_rows_beside_the_search_with_the_same_answer(engine):
+    """``Engine.query_helper`` (the daemon's helper thread, daemon/query_helper.py) changes when, not what."""
+    from ctxos.daemon.query_helper import QueryHelper
+
+    now = datetime(2026, 12, 7, 12, 0)
+    queries = ("postgres connection pool sizing", "how do we retry flaky calls", "team context")
+    plain = [execute_context_query(engine, q, 1500, record_access=False, now=now).rendered for q in queries]
+    assert engine.vectors is not None  # the default model: the product the helper is for runs
+    helper = QueryHelper()
+    engine.query_facts.clear()  # gather again, through the helper
+    engine.query_helper = helper
+    try:
+        helped = [execute_context_query(engine, q, 1500, record_access=False, now=now).rendered for q in queries]
+    finally:
+        engine.query_helper = None
+        helper.close()
+    assert helped == plain
+    assert helper.started == len(queries)

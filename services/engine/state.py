@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import graph_cache
 from ..access_log import AccessLog
@@ -130,6 +130,11 @@ class EngineState:
         # How the access log writes a due batch (AccessLog.defer): None = by the query; the daemon
         # passes one that runs it on a worker thread, so no get_context waits for SQLite.
         self.access_log_defer: Callable[[Callable[[], None]], None] | None = None
+        # How a query runs its GIL-free part beside the rest (query.gather_candidates: the product of
+        # the query's embedding with every row, numpy without the interpreter lock): None = in the
+        # calling thread, when needed; the daemon passes a helper thread (daemon/query_helper.py), so
+        # that ~0.7 ms runs on the second core while the query searches the index.
+        self.query_helper: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         # Where the access log's hourly recount of its window runs (AccessLog.refresh_in_background):
         # None = in the query that finds it due; the daemon passes its background thread.
         self.access_log_background: Callable[[Callable[[], None]], None] | None = None
