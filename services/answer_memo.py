@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from .lru import SizedLru
 
-MAX_BYTES = 2 * 1024 * 1024  # ~60 answers of a 4,000-token budget at 10,000 memories
+MAX_BYTES = 1024 * 1024  # ~30 answers of a 4,000-token budget at 10,000 memories (~16 KB of text, ~140 parts)
 _PART_BYTES = 130  # a shape entry: its pair, the block key tuple, the slot in the shape tuple (measured ~120)
 
 Shape = tuple[tuple[str, ...], ...]  # per part, in order: (section, id, checksum, type, path, tier) or (section, text)
