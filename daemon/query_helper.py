@@ -5,8 +5,8 @@ embedding against every memory's row (``VectorIndex.nearest``), which numpy comp
 without holding the interpreter lock. The engine starts it through this helper before
 it searches the index (Python, holding the lock), so on a machine with a second core
 idle the two overlap: in one process, old and new engines answering the same 600
-distinct queries alternately, the new one's p50 was ~7 % lower (docs/engine.md,
-"Session 20").
+distinct queries alternately, the median per-query ratio new / old was 0.94
+(docs/engine.md, "Session 20").
 
 When other queries are running too (``busy``), every core already has a query to run,
 and a hand-over to another thread would only add switches: the job then runs in the
