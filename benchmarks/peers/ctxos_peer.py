@@ -58,18 +58,23 @@ class _Worker:
         self.engine = None
         self.helper = None  # one QueryHelper for every engine this worker opens
 
-    def build(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ctxos.daemon.interpreter_tune import settle_loaded_heap
+    def _open(self, root: Path) -> Any:
+        """Load an engine on ``root`` and give it the helper thread the daemon gives its engine
+        (daemon/query_helper.py: a query's embedding product beside its index search); the load's summary."""
         from ctxos.daemon.query_helper import QueryHelper
         from ctxos.services.engine import Engine
 
-        self.engine = Engine(Path(params["root"]))
+        self.engine = Engine(root)
         summary = self.engine.load()
-        # what the daemon does (measured as it serves): the loaded heap settled (daemon/interpreter_tune.py),
-        # and a helper thread for a query's embedding product (daemon/query_helper.py; one query at a time here)
-        settle_loaded_heap()
         self.helper = self.helper or QueryHelper()
         self.engine.query_helper = self.helper
+        return summary
+
+    def build(self, params: dict[str, Any]) -> dict[str, Any]:
+        from ctxos.daemon.interpreter_tune import settle_loaded_heap
+
+        summary = self._open(Path(params["root"]))
+        settle_loaded_heap()  # what the daemon does once loaded (daemon/interpreter_tune.py): measured as it serves
         status = self.engine.status()
         return {
             "docs": len(self.engine.list_memories()),
@@ -80,15 +85,9 @@ class _Worker:
 
     def reopen(self, params: dict[str, Any]) -> dict[str, Any]:
         """Close and load again on the existing index: the daemon's restart cost."""
-        from ctxos.daemon.query_helper import QueryHelper
-        from ctxos.services.engine import Engine
-
         if self.engine is not None:
             self.engine.close()
-        self.engine = Engine(Path(params["root"]))
-        summary = self.engine.load()
-        self.helper = self.helper or QueryHelper()
-        self.engine.query_helper = self.helper
+        summary = self._open(Path(params["root"]))
         return {"docs": len(self.engine.list_memories()), "changed": len(getattr(summary, "updated", []) or [])}
 
     def update(self, params: dict[str, Any]) -> dict[str, Any]:
