@@ -41,10 +41,14 @@ from .summary import ChangeSummary
 log = logging.getLogger(__name__)
 
 # A cold build reads and indexes in chunks, committing each, so queries find the files
-# indexed so far: two small first chunks (answers within a second or two), then an even number
-# of equal chunks for two builder processes (cold_chunks: 2 x 250 + 4 x 2,375 at 10,000 memories).
+# indexed so far: one small first chunk (answers within a second), then an even number of equal
+# chunks for two builder processes (cold_chunks: 250 + 2 x 4,875 at 10,000 memories). Each chunk
+# is a segment, and a query reads a word it has not met before from every segment: at 10,000,
+# 3 segments instead of 6 (two first chunks, the rest at most 2,500 each) cut a distinct query's
+# first reads of its words from 41 to ~21 a query, and the cold build took as long (4.2-4.6 s
+# either way, first answers at 0.8 s; docs/engine.md "Session 21").
 COLD_FIRST_CHUNK = 250
-COLD_MAX_CHUNK = 2_500
+COLD_MAX_CHUNK = 5_000
 COLD_MAX_REST_CHUNKS = 4
 
 
@@ -437,17 +441,17 @@ class Lifecycle(EngineState):
 
 
 def cold_chunks(paths: list[str]) -> list[list[str]]:
-    """Chunks of a cold build: two of ``COLD_FIRST_CHUNK`` first, then an even number of equal chunks.
+    """Chunks of a cold build: one of ``COLD_FIRST_CHUNK`` first, then an even number of equal chunks.
 
-    The two small ones keep both builder processes busy from the start and the
-    first answers soon; the rest are at most ``COLD_MAX_CHUNK`` files each, an
-    even number so the two builders finish together, and never more than
-    ``COLD_MAX_REST_CHUNKS``: each chunk is a segment, and the first save after
-    a build merges small segments once ``index.MAX_SEGMENTS`` pile up.
+    One builder takes the small one (the first answers come soon) while the other
+    starts on the first large one; the rest are at most ``COLD_MAX_CHUNK`` files
+    each, an even number so the two builders finish about together, and never more
+    than ``COLD_MAX_REST_CHUNKS``: each chunk is a segment, a query's new words are
+    read from every segment, and the first save after a build merges small segments
+    once ``index.MAX_SEGMENTS`` pile up.
     """
-    head = 2 * COLD_FIRST_CHUNK
-    out = [paths[at : at + COLD_FIRST_CHUNK] for at in range(0, min(head, len(paths)), COLD_FIRST_CHUNK)]
-    rest = paths[head:]
+    out = [paths[:COLD_FIRST_CHUNK]] if paths else []
+    rest = paths[COLD_FIRST_CHUNK:]
     if rest:
         count = min(COLD_MAX_REST_CHUNKS, -(-len(rest) // COLD_MAX_CHUNK))
         count += count % 2
