@@ -139,6 +139,8 @@ def test_bench_peers_small_end_to_end(tmp_path: Path) -> None:
         assert "error" not in cell, cell
         assert cell["docs"] > 100 and cell["build_s"] > 0, cell
         assert cell["query_p50_ms"] > 0 and cell["query_p95_ms"] >= cell["query_p50_ms"]
+        # the three systems were measured taking turns on the same batches of queries
+        assert cell["queries"] == 20 and cell["latency_turns"] == "batches of 10, 3 systems in turn"
         assert cell["peak_rss_mb"] > 10 and cell["index_mb"] > 0
         # every edited file was re-indexed and is found by its new word (for the daemon: by its
         # file watcher, and the update time is the edit-to-searchable time)
