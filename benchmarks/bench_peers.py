@@ -107,8 +107,8 @@ def measure_latencies(
     batches of ``LATENCY_BATCH``, each batch to every system in an order that
     rotates from batch to batch, so a slow spell of this shared machine lands on
     all of them alike and the ratios compare like with like. One system measured
-    after another had differed by up to 30 % between two runs a minute apart
-    (ctxos p50 7.2 to 9.6 ms on gen-10000 while bm25s stayed at 1.45-1.55 ms).
+    after another had differed by a third between two runs a minute apart
+    (ctxos p50 7.2 to 9.6 ms on gen-10000 while bm25s stayed at 1.45-1.56 ms).
     """
     texts = [q for q, _src in queries]
     measured = texts[WARMUP:] or texts

@@ -196,12 +196,16 @@ def _beside(engine: Any, job: Callable[[], T]) -> Callable[[], T]:
 
 
 def gather_candidates(
-    engine: Any, expanded: ExpandedQuery, depth: int, query_vector: Any = None
+    engine: Any, expanded: ExpandedQuery, depth: int, query_vector: Any = None, *, own_cosines: bool = True
 ) -> dict[str, Candidate]:
     """BM25 top-K ∪ nearest-embedding top-K ∪ pinned ∪ most important (see module doc).
 
     Graph neighbours are added later, from the best composite-scored
-    candidates (``add_neighbours``).
+    candidates (``add_neighbours``). With ``own_cosines`` the candidates' embedding
+    cosines (``Candidate.raw_cosine``) come from the product the nearest-embedding
+    search computed over every row, when it computed one, instead of being computed
+    again at scoring (``VectorIndex.nearest_and_cosines``); a federated workspace's
+    candidates leave them to the scorer, as before.
     """
     config = engine.config
     store = engine.store
@@ -210,15 +214,18 @@ def gather_candidates(
     nearest = None
     if vectors is not None and query_vector is not None:
         # started first: with a helper it runs while the index is searched (numpy lets go of the lock)
-        nearest = _beside(engine, partial(vectors.nearest, query_vector, max(1, int(depth * VECTOR_DEPTH_SHARE))))
+        k = max(1, int(depth * VECTOR_DEPTH_SHARE))
+        nearest = _beside(engine, partial(vectors.nearest_and_cosines, query_vector, k))
     for hit in engine.index.search(expanded.terms, depth):
         memory = store.get(hit.id)
         if memory is None or memory.rel_path != hit.path:
             continue  # index entry from a file the store no longer serves under that id
         cand = _add(candidates, memory, "bm25")
         cand.bm25_raw, cand.matched = hit.score, hit.matched
+    cosine_of = None
     if nearest is not None:
-        for mid, _ in nearest():
+        found, cosine_of = nearest()
+        for mid, _ in found:
             _add(candidates, store.get(mid), "vector")
     for mid in engine.pinned_ids():
         memory = store.get(mid)
@@ -228,6 +235,9 @@ def gather_candidates(
     for mid in engine.important_ids(max(0, _int_setting(config, "query.importance_k", 10))):
         _add(candidates, store.get(mid), "importance")
     _score_bm25(engine, expanded, [c for c in candidates.values() if "bm25" not in c.sources])
+    if cosine_of is not None and own_cosines:
+        for cand in candidates.values():
+            cand.raw_cosine = cosine_of(cand.memory.id)
     return candidates
 
 
@@ -309,7 +319,9 @@ def score_query(
         depth = candidate_depth(config, expanded, budget)
         pool = gather_candidates(engine, expanded, depth, _query_vector(engine, expanded))
         join_federated(
-            engine, pool, lambda other: gather_candidates(other, expanded, depth, _query_vector(other, expanded))
+            engine,
+            pool,
+            lambda other: gather_candidates(other, expanded, depth, _query_vector(other, expanded), own_cosines=False),
         )
     gathered = gathered_of(pool) if facts is None and state is not None else ()
     terms: QueryTerms | None = None
@@ -549,10 +561,7 @@ class _Answer:
 def _place(answer: _Answer, section: str, cand: Candidate, tier: str, priority: float, reserve: int) -> bool:
     """Add ``cand``'s block at ``tier`` when it fits (its text is fetched only for an answer not seen before)."""
     memory = cand.memory
-    tokens = answer.engine.block_tokens(memory, tier)
-    if not answer.packer.fits(section, tokens, reserve):
-        return False
-    return answer.place(section, memory, tier, tokens, priority, reserve)
+    return answer.place(section, memory, tier, answer.engine.block_tokens(memory, tier), priority, reserve)
 
 
 def select_and_render(
@@ -602,9 +611,8 @@ def select_and_render(
     more_cost = counter.count(more_line(total)) + 1
     for rank, memory in enumerate(catalog_pool(engine, leftover, set(chosen), max_catalog)):
         tokens = engine.catalog_tokens(memory)
-        if not packer.fits(SECTION_CATALOG, tokens, more_cost):
+        if not answer.place(SECTION_CATALOG, memory, CATALOG, tokens, PRIORITY_CATALOG - rank * 1e-6, more_cost):
             break
-        answer.place(SECTION_CATALOG, memory, CATALOG, tokens, PRIORITY_CATALOG - rank * 1e-6, more_cost)
         listed.append(memory)
     more = total - len(chosen) - len(listed)
     if more > 0 and max_catalog:

@@ -102,7 +102,7 @@ def more_line(count: int) -> str:
     return f"- ... and {count:,} more {'memory' if count == 1 else 'memories'} not listed"
 
 
-@dataclass
+@dataclass(slots=True)
 class Part:
     """One rendered piece: a memory block or a catalog line, with its cost."""
 
@@ -134,10 +134,6 @@ class Packer:
         if section not in self._sections:
             total += self.counter.count(section) + 1
         return total
-
-    def fits(self, section: str, tokens: int, reserve: int = 0) -> bool:
-        """Whether a text of ``tokens`` would be added to ``section`` (so it is rendered only then)."""
-        return self.used + self.cost(section, "", tokens) <= self.budget - reserve
 
     def add(
         self,

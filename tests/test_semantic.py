@@ -4,6 +4,7 @@ state dir, incremental updates, model switches, vector candidates and what simul
 from __future__ import annotations
 
 import json
+import math
 import socket
 from pathlib import Path
 
@@ -232,6 +233,28 @@ def test_similarity_is_the_cosine_around_the_rows_mean_and_follows_changes(make_
             (root / "05-resources/postgres.md").unlink()
             engine.apply_changes([root / "05-resources/postgres.md"])
     engine.close()
+
+
+def test_nearest_gives_every_rows_cosine_from_the_product_it_computed(make_workspace):
+    """``nearest_and_cosines``: the nearest rows, and each id's cosine from the same product, equal to
+    ``similarities``' floats; nan for an id without a row; none when the memo answered (no product ran)."""
+    engine = Engine(make_workspace(FILES))
+    engine.load()
+    vectors = engine.vectors
+    try:
+        query = vectors.embed_query("my truck broke down")
+        found, cosine_of = vectors.nearest_and_cosines(query, 3)
+        assert cosine_of is not None and len(found) == 3
+        ids = [mid for mid in vectors._state[3]]
+        exact = vectors.similarities(query, ids)
+        assert len(exact) == len(FILES) and all(cosine_of(mid) == exact[mid] for mid in ids)
+        assert [m for m, _ in found] == sorted(exact, key=lambda m: -exact[m])[:3]
+        assert math.isnan(cosine_of("unknown"))
+        again, none = vectors.nearest_and_cosines(query, 3)  # from the memo: the same list, no product
+        assert again == found and none is None
+        assert vectors.nearest(query, 3) == found
+    finally:
+        engine.close()
 
 
 class _CountingModel:

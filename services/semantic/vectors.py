@@ -40,9 +40,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,14 @@ class _NearestMemo:
         self.results: SizedLru[tuple[bytes, int], list[tuple[str, float]]] = SizedLru(
             NEAREST_MEMO_MAX, lambda found: len(found) + 1
         )
+
+
+def _top(scores: np.ndarray, ids: Sequence[str | None], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best rows of ``scores`` with their ids, best first (free rows, at -inf, left out)."""
+    k = min(k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
 
 
 class VectorIndex:
@@ -380,31 +389,51 @@ class VectorIndex:
         10,000 memories, and agents ask the same questions again; any change to the
         rows publishes a new state, and with it an empty memo.
         """
+        return self.nearest_and_cosines(query, k)[0]
+
+    def nearest_and_cosines(
+        self, query: np.ndarray, k: int
+    ) -> tuple[list[tuple[str, float]], Callable[[str], float] | None]:
+        """``nearest``, and each id's centred cosine from the product over every row when this call computed it.
+
+        The query path takes its candidates' cosines from that product instead of
+        computing them again for ~150 rows (``similarities``): ~0.3 ms of a distinct
+        query at 10,000. The product is one matrix-vector product whichever rows are
+        asked for, and for the shipped 256-dimension model the values are the floats
+        ``similarities`` gives (18,513 candidates of 120 queries compared). The second
+        item is None when the answer came from the memo (no product was computed); the
+        function gives nan for an id without a row, as ``similarities`` leaves it out.
+        """
         state = self._state
         codes, scale, ids, row_of = state
         if k <= 0 or not row_of or not np.any(query):
-            return []
+            return [], None
         memo = self._nearest_memo
         if memo.state is not state:
             memo = self._nearest_memo = _NearestMemo(state)
         key = (query.tobytes(), k)
         known = memo.results.get(key)
-        if known is None:
-            known = self._nearest(codes, scale, ids, query, k)
-            memo.results.put(key, known)
-        return list(known)
+        if known is not None:
+            return list(known), None
+        scores = self._cosines(codes, scale, ids, query)
+        known = _top(scores, ids, k)
+        memo.results.put(key, known)
+        row_at = row_of.get
 
-    def _nearest(
-        self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None], query: np.ndarray, k: int
-    ) -> list[tuple[str, float]]:
-        """``nearest`` over one state, uncached."""
+        def cosine_of(memory_id: str) -> float:
+            row = row_at(memory_id)
+            return math.nan if row is None else float(scores[row])
+
+        return list(known), cosine_of
+
+    def _cosines(
+        self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None], query: np.ndarray
+    ) -> np.ndarray:
+        """Every row's centred cosine with ``query`` over one state (-inf for a free row)."""
         centre = self._centre_for(codes, scale, ids)
         scores = centre.cosines(quantized.dot(codes, scale, query), slice(None), query)
         scores[centre.free[: len(scores)]] = -np.inf
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
+        return scores
 
     def _centre_for(self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None]) -> _Centre:
         """The centre of the rows (a reader that caught a grown matrix before its centre computes its own)."""
