@@ -10,9 +10,10 @@ Per corpus (``tldr``, ``obsidian-help``, generated ``gen-1000`` / ``gen-10000`` 
 ``gen-50000``) and system: full index build time, incremental update cost (one edited
 file, median of several, checked to be searchable afterwards), query latency p50/p95
 (after warm-up; the systems of a corpus are all built first and take turns on batches
-of the same queries, so a slow spell of the machine lands on all of them), peak RSS of the system's process, index size on disk, and a
-known-item sanity check on the real corpora. On LoCoMo dev: evidence recall@k and
-evidence recall within a token budget, per retrieval unit, against the paper's numbers.
+of the same queries, so a slow spell of the machine lands on all of them), peak RSS of
+the system's process, index size on disk, and a known-item sanity check on the real
+corpora. On LoCoMo dev: evidence recall@k and evidence recall within a token budget,
+per retrieval unit, against the paper's numbers.
 The headline is the ratio of each peer to AI Context OS on the same machine and run.
 
 ``--systems``, ``--corpora`` and ``--locomo-units`` run a subset (same code, same
