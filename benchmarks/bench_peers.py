@@ -77,7 +77,7 @@ def open_cell(peer: Peer, corpus, scratch: Path) -> tuple[dict[str, Any], Path |
     worker is stopped.
     """
     cell: dict[str, Any] = {"system": peer.name, "corpus": corpus.name}
-    base = scratch / f"{corpus.name}--{peer.name}"
+    base = _cell_dir(scratch, corpus.name, peer.name)
     try:
         copy = copy_corpus(corpus, base / "corpus")
         cell["files"] = sum(1 for _ in copy.rglob("*.md"))
@@ -112,7 +112,7 @@ def measure_latencies(
     (ctxos p50 7.2 to 9.6 ms on gen-10000 while bm25s stayed at 1.45-1.56 ms).
     """
     texts = [q for q, _src in queries]
-    measured = texts[WARMUP:] or texts
+    measured = _measured(queries)
     sources = [src for _q, src in queries][WARMUP:] or [src for _q, src in queries]
     latencies: dict[str, list[float]] = {peer.name: [] for peer, _ in opened}
     hits: dict[str, list[list[str]]] = {peer.name: [] for peer, _ in opened}
@@ -159,12 +159,11 @@ def finish_cell(
     peer: Peer, cell: dict[str, Any], corpus, copy: Path, scratch: Path, queries: list[tuple[str, str]], updates: int
 ) -> None:
     """The rest of one system's cell (ranking time, incremental updates, memory, index size); stops the system."""
-    base = scratch / f"{corpus.name}--{peer.name}"
+    base = _cell_dir(scratch, corpus.name, peer.name)
     try:
         if "error" in cell:
             return
-        texts = [q for q, _src in queries]
-        measured = texts[WARMUP:] or texts
+        measured = _measured(queries)
         if peer.name == "ctxos":  # ranking alone (no tiers, no rendering): the part comparable to a search
             rank = peer.queries(measured, QUERY_K, mode="rank")["result"]["latencies_s"]
             cell.update(rank_p50_ms=_ms(percentile(rank, 50)), rank_p95_ms=_ms(percentile(rank, 95)))
@@ -215,6 +214,17 @@ def run_corpus_cells(
             finish_cell(peer, cell, corpus, copy, scratch, queries, updates)
         log(f"[{peer.name}] {corpus.name}: build {cell.get('build_s')} s, p50 {cell.get('query_p50_ms')} ms")
     return [cell for _peer, cell, _copy in opened]
+
+
+def _cell_dir(scratch: Path, corpus_name: str, peer_name: str) -> Path:
+    """Where one system's copy of a corpus and its own files live during its cell."""
+    return scratch / f"{corpus_name}--{peer_name}"
+
+
+def _measured(queries: list[tuple[str, str]]) -> list[str]:
+    """The measured query texts: those after the warm-up ones (all of them when there are no more)."""
+    texts = [q for q, _src in queries]
+    return texts[WARMUP:] or texts
 
 
 def _fail(peer: Peer, cell: dict[str, Any], corpus_name: str, exc: Exception, base: Path | None = None) -> None:
