@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from daemon_helpers import SCRATCH_ENV, short_runtime_dir
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -43,16 +45,32 @@ def make_workspace(tmp_path: Path):
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One private ``XDG_STATE_HOME`` for the whole run, set before any fixture starts a daemon.
+    """One scratch folder for the run (removed at its end), and a private ``XDG_STATE_HOME`` in it.
 
-    The per-user HTTP token (services/credentials.py) lives there: never the real
-    user's. Session-wide, not per test, because module-scoped daemons start before
+    The per-user HTTP token (services/credentials.py) lives in the state dir: never the
+    real user's. Session-wide, not per test, because module-scoped daemons start before
     per-test fixtures run and the tests must read the token those daemons use.
+
+    Runtime dirs, daemon output files and the daemons' own temp files (``TMPDIR``: the
+    builders' multiprocessing folders) go into the scratch folder too, so a run leaves
+    nothing behind in ``/tmp``. pytest's ``tmp_path`` folders stay where pytest keeps
+    them (the last three runs, for reading after a failure).
     """
-    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ctxos-state-")
+    tempfile.gettempdir()  # fixes this process's temp dir (and pytest's basetemp) before TMPDIR changes
+    scratch = Path(tempfile.mkdtemp(prefix="ctxos-tests-"))
+    os.environ[SCRATCH_ENV] = str(scratch)
+    os.environ["TMPDIR"] = str(scratch)
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="state-", dir=scratch)
     # The workspace registry too (each test gets its own in _isolated_env): a module-scoped
     # fixture that runs `ctxos start` or `init` must never register into the real user's.
-    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="ctxos-config-")
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="config-", dir=scratch)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's scratch folder (daemons the tests started are stopped by then)."""
+    scratch = os.environ.pop(SCRATCH_ENV, None)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -62,10 +80,13 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # The per-user workspace registry (services/workspace_registry.py): one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     # Short path: Unix socket paths are limited to 104/108 bytes.
-    monkeypatch.setenv("CTXOS_RUNTIME_DIR", tempfile.mkdtemp(prefix="ctxrt-"))
+    runtime_dir = short_runtime_dir()
+    monkeypatch.setenv("CTXOS_RUNTIME_DIR", str(runtime_dir))
     monkeypatch.delenv("CTXOS_WORKSPACE", raising=False)
     monkeypatch.delenv("CTXOS_STATE_DIR", raising=False)
     yield
+    # Torn down after the test's own fixtures (autouse comes first, leaves last): its daemons are stopped.
+    shutil.rmtree(runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -72,9 +72,17 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+SCRATCH_ENV = "CTXOS_TEST_SCRATCH"
+
+
+def scratch_dir() -> Path:
+    """The test run's scratch folder (tests/conftest.py makes it in /tmp and removes it at the end)."""
+    return Path(os.environ.get(SCRATCH_ENV) or "/tmp")
+
+
 def short_runtime_dir() -> Path:
-    """A fresh private runtime dir with a short path (socket path limit)."""
-    return Path(tempfile.mkdtemp(prefix="ctxrt-", dir="/tmp"))
+    """A fresh private runtime dir with a short path (socket path limit), inside the run's scratch folder."""
+    return Path(tempfile.mkdtemp(prefix="ctxrt-", dir=scratch_dir()))
 
 
 def memory_text(
@@ -280,7 +288,7 @@ def start_daemon(
     command += list(extra_args)
     full_env = {**os.environ, "CTXOS_RUNTIME_DIR": str(runtime_dir), "PYTHONUNBUFFERED": "1", **(env or {})}
     if output_path is None:
-        fd, name = tempfile.mkstemp(prefix="ctxos-daemon-", suffix=".out")
+        fd, name = tempfile.mkstemp(prefix="daemon-", suffix=".out", dir=scratch_dir())
         os.close(fd)
         output_path = Path(name)
     with open(output_path, "wb") as out:

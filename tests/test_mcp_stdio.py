@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from ctxos.client import DaemonClient, DaemonError
-from daemon_helpers import daemon_factory  # noqa: F401  (fixture)
+from daemon_helpers import daemon_factory, scratch_dir  # noqa: F401  (fixture)
 from mcp import Client, StdioServerParameters
 from mcp_helpers import TOOLS, build_workspace, refusal_cases, snapshot
 
@@ -142,7 +142,7 @@ async def test_stdio_finds_a_daemon_started_with_another_runtime_dir(make_worksp
 
     root = make_workspace({"04-skills/tea.md": "---\nid: tea\ntype: skill\nl0: Brew tea\n---\nAt 80C.\n"})
     daemon_factory(root)
-    other = tempfile.mkdtemp(prefix="ctxrt-other-", dir="/tmp")
+    other = tempfile.mkdtemp(prefix="ctxrt-other-", dir=scratch_dir())
     try:
         async with Client(_params(root, "--no-start", runtime_dir=other)) as client:
             skill = await client.call_tool("get_skill", {"name": "tea"})
