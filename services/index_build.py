@@ -31,6 +31,7 @@ from .index import StagedSegment, heading_tokens, write_segment
 from .model import InvalidFile, Memory
 from .render import keep_counts
 from .semantic import ModelError, load_model
+from .semantic.models import bulk_embedding
 from .semantic.vectors import EMBED_BATCH, embed_text
 from .tier_source import read_cold
 from .workspace import load_memories
@@ -124,9 +125,10 @@ def _embed(setting: str | None, memories: list[Memory], built: BuiltChunk) -> No
     if model is None:
         return
     rows = np.empty((len(memories), model.dim), dtype=np.float16)
-    for start in range(0, len(memories), EMBED_BATCH):
-        part = memories[start : start + EMBED_BATCH]
-        rows[start : start + len(part)] = model.embed([embed_text(m) for m in part])
+    with bulk_embedding(model, len(memories)):
+        for start in range(0, len(memories), EMBED_BATCH):
+            part = memories[start : start + EMBED_BATCH]
+            rows[start : start + len(part)] = model.embed([embed_text(m) for m in part])
     built.model = model.name
     built.checksums = [m.checksum for m in memories]
     built.rows = rows

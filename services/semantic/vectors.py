@@ -53,7 +53,7 @@ from ..lru import SizedLru
 from ..model import Memory
 from ..stop_flag import Check, never
 from . import quantized
-from .models import SemanticModel
+from .models import SemanticModel, bulk_embedding
 
 log = logging.getLogger(__name__)
 
@@ -335,11 +335,12 @@ class VectorIndex:
             part = hit_rows[start : start + CACHE_COPY_SLICE]
             quantized.put(codes, scale, part, np.stack(hits[start : start + CACHE_COPY_SLICE]))
         # written straight into the matrix, one batch at a time (no full-size temporary)
-        for start in range(0, len(missing), EMBED_BATCH):
-            self.check()
-            chunk = missing[start : start + EMBED_BATCH]
-            batch = self.model.embed([embed_text(todo[i]) for i in chunk])
-            quantized.put(codes, scale, [rows[i] for i in chunk], batch)
+        with bulk_embedding(self.model, len(missing)):
+            for start in range(0, len(missing), EMBED_BATCH):
+                self.check()
+                chunk = missing[start : start + EMBED_BATCH]
+                batch = self.model.embed([embed_text(todo[i]) for i in chunk])
+                quantized.put(codes, scale, [rows[i] for i in chunk], batch)
         for row, checksum in checksums:
             sums[row] = checksum
         self.embedded += len(missing)
