@@ -155,28 +155,37 @@ class CompactBpe:
         return self._pair_values[at] if at < len(keys) and keys[at] == key else -1
 
     def _merge(self, ids: list[int]) -> tuple[int, ...]:
-        """``tokenizers``' ``Word::merge_all`` without dropout (see the module doc)."""
+        """``tokenizers``' ``Word::merge_all`` without dropout (see the module doc).
+
+        A queued entry remembers its pair: when both symbols are still the same ones it is
+        merged without looking the pair up again; when one changed, the library's own test
+        applies (the pair now there merges into the same id).
+        """
         count = len(ids)
         if count < 2:
             return tuple(ids)
+        pair = self._pair
+        push, pop = heapq.heappush, heapq.heappop
         mask = (1 << _ID_BITS) - 1
         nxt = list(range(1, count + 1))
         nxt[-1] = -1
         prev = list(range(-1, count - 1))
-        queue: list[tuple[int, int, int]] = []  # (rank, position, merged id): lowest rank, then leftmost
+        queue: list[tuple[int, int, int, int, int]] = []  # (rank, position, merged, left, right): lowest rank, leftmost
         for pos in range(count - 1):
-            found = self._pair(ids[pos], ids[pos + 1])
+            left, right_id = ids[pos], ids[pos + 1]
+            found = pair(left, right_id)
             if found >= 0:
-                queue.append((found >> _ID_BITS, pos, found & mask))
+                queue.append((found >> _ID_BITS, pos, found & mask, left, right_id))
         heapq.heapify(queue)
         while queue:
-            _, pos, merged = heapq.heappop(queue)
+            _, pos, merged, left, right_id = pop(queue)
             right = nxt[pos]
             if ids[pos] < 0 or right < 0:
                 continue  # merged into its left neighbour, or the last symbol now
-            found = self._pair(ids[pos], ids[right])
-            if found < 0 or found & mask != merged:
-                continue  # a queued pair that has changed since
+            if ids[pos] != left or ids[right] != right_id:
+                found = pair(ids[pos], ids[right])
+                if found < 0 or found & mask != merged:
+                    continue  # a queued pair that has changed since
             ids[pos] = merged
             ids[right] = -1
             after = nxt[right]
@@ -185,13 +194,15 @@ class CompactBpe:
                 prev[after] = pos
             before = prev[pos]
             if before >= 0:
-                found = self._pair(ids[before], merged)
+                left = ids[before]
+                found = pair(left, merged)
                 if found >= 0:
-                    heapq.heappush(queue, (found >> _ID_BITS, before, found & mask))
+                    push(queue, (found >> _ID_BITS, before, found & mask, left, merged))
             if after >= 0:
-                found = self._pair(merged, ids[after])
+                right_id = ids[after]
+                found = pair(merged, right_id)
                 if found >= 0:
-                    heapq.heappush(queue, (found >> _ID_BITS, pos, found & mask))
+                    push(queue, (found >> _ID_BITS, pos, found & mask, merged, right_id))
         return tuple(i for i in ids if i >= 0)
 
 
