@@ -179,3 +179,18 @@ def test_the_daemon_answers_and_saves_without_the_tokenizers_library(make_worksp
         client.call("get_context", {"query": "compact encoder token ids"})
     maps = Path(f"/proc/{daemon.proc.pid}/maps").read_text(encoding="utf-8")
     assert "tokenizers" not in maps  # neither its code nor its 8-12 MiB of tables
+
+
+def test_builders_fork_with_the_library_held() -> None:
+    """The cold build's forkserver preloads the model with the library held, so builders tokenise at its speed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import ctxos.services.builder_preload\n"
+        "from ctxos.services.semantic import load_model\n"
+        "model = load_model('wordllama')\n"
+        "print(model._library is not None, model._library_held)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr
