@@ -10,7 +10,13 @@ catalog line to count them (``render.keep_counts``), so they write the block,
 the line and their piece costs here at no extra tokenizing, and a miss becomes
 one ``os.pread`` (two for records longer than ``_FIRST_READ``). The same holds
 for the keyword-overlap signal's phrase text (``signals.phrase_text``: the
-memory's text lowercased), which a distinct query read back from ~35 files.
+memory's text lowercased), which a distinct query read back from ~35 files,
+and for the L2 block: the tier planner counts the L2 of the ~3 memories a query
+may show in full, which meant reading each file back and tokenizing ~1,500
+characters (~0.2 ms each, ~5 % of a distinct query). That one is not free: the
+builders tokenize every L2 section for it (only the section: its costs are joined
+to the L1 block's, ``_l2_costs``), ~0.35 s more of a cold start at 10,000
+memories, and the files grow by ~1.1 KB a memory (docs/engine.md "Session 23").
 
 One file per build chunk (``<folder>/<name>.blk``), written once by its
 builder and never changed: ``MAGIC`` and the parse fingerprint of the settings
@@ -18,10 +24,14 @@ it was built under (``parse_cache.fingerprint``: a file of other parse settings 
 not opened), the records, then a table of (hash of a memory's id, offset of its
 records) sorted by hash, and a trailer saying where the table is, with its
 CRC-32. A memory's records lie side by side (L1 block, catalog line, phrase
-text), so the table holds one entry per memory and one read mostly brings all
-three. A record is the CRC-32 and length of its body, then the body: lengths,
-the memory's id and checksum, the tier, the text (UTF-8) and the piece costs
-(float64, exact; none for the phrase text). ``BlockStore`` merges the files'
+text, then the L2 block, the largest and the least asked for), so the table
+holds one entry per memory and one read mostly brings the first three. A record
+is the CRC-32 and length of its body, then the body: lengths, the memory's id
+and checksum, the tier, the text (UTF-8) and the piece costs (none for the
+phrase text). Costs are exact float64 values: a text's costs take a few dozen
+distinct values (the counter's tables), so they are stored as a table of those
+values and one byte per piece (``_CODED``), or as one float64 per piece when a
+text has more than 256 distinct costs. ``BlockStore`` merges the files'
 tables into one sorted array (16 bytes an entry) and keeps one descriptor per
 file; pages are read with ``pread``, not mapped, so they never count in the
 process's RSS.
@@ -30,13 +40,16 @@ A cache, never the truth: a record is served only when its CRC-32 matches and
 its id, checksum and tier equal the memory asked for (a file edited since the
 build has a new checksum; an id the store qualified differs) and its text is
 the memory's own: a catalog line equal to ``render.catalog_line`` of it, an L1
-block under its ``render.block_heading`` (a file moved into ``sources/`` keeps
+or L2 block under its ``render.block_heading`` (a file moved into ``sources/`` keeps
 its bytes but not its label), a phrase text starting with the memory's summary
 line, title and tags as they are now. Anything else
 (a damaged or truncated file, a missing one, a hash collision) is a miss, and
 the caller reads the file as before. Files of the first format (``FIRST_MAGIC``:
 one table entry per record, no phrase texts; an earlier release's build) are
-still read, by their own keys, until the next cold build replaces them. Files of an
+still read, by their own keys, and files of the second (``SECOND_MAGIC``: float64
+costs only, no L2 blocks) as they are, until the next cold build replaces them;
+an earlier release does not open a file of this format (its magic differs), so it
+never reads one-byte costs as float64. Files of an
 older build are removed when a new build starts. Only the default (heuristic)
 counter's costs are stored: the engine asks for blocks only when that counter is in use.
 """
@@ -62,14 +75,16 @@ import numpy as np
 from .model import Memory
 from .render import block_heading, catalog_line, memory_block
 from .signals import lower_utf8, phrase_head, phrase_text
-from .tokens import PieceCosts, default_counter, heuristic_floor, is_joinable, join_count
+from .tokens import JoinableCounter, PieceCosts, default_counter, heuristic_floor, is_joinable, join_count, joined_costs
 
 log = logging.getLogger(__name__)
 
 FOLDER = "blocks"  # under the workspace's state folder
 SUFFIX = ".blk"
-MAGIC = b"CTXBLK2\n"  # 2: one table entry per memory, its records side by side
+MAGIC = b"CTXBLK3\n"  # 3: costs coded as one byte per piece (``_CODED``), L2 blocks stored
+SECOND_MAGIC = b"CTXBLK2\n"  # the second format: one table entry per memory, float64 costs only
 FIRST_MAGIC = b"CTXBLK1\n"  # the first format: one table entry per record (an earlier release's build)
+_MAGICS = (MAGIC, SECOND_MAGIC, FIRST_MAGIC)
 _FINGERPRINT_BYTES = 64  # a sha256 in hex
 _HEADER = len(MAGIC) + _FINGERPRINT_BYTES
 _TRAILER = struct.Struct("<QQI8s")  # entries, table offset, CRC-32 of the table, MAGIC again
@@ -77,14 +92,19 @@ _HEAD = struct.Struct("<II")  # CRC-32 of the body, body length
 _BODY = struct.Struct("<HHIBc")  # id bytes, checksum bytes, text bytes, flags, tier code
 _OPEN_END = 1  # flags: the costs' open_end
 _FROM_L0 = 2  # flags: an L1 block whose text is the summary line (the memory has no L1 text)
+_CODED = 4  # flags: the costs are a count byte, that many + 1 float64 values, then one index byte per piece
 L1_CODE = b"1"
+L2_CODE = b"2"
 CATALOG_CODE = b"c"
 PHRASE_CODE = b"p"  # the memory's ``signals.phrase_text`` (lowercased UTF-8), then its L2 text's floor
 _FLOOR = struct.Struct("<I")  # ``tokens.heuristic_floor`` of the memory's L2 text (``Memory.tier_text``)
 _MAX_BODY = 16 * 1024 * 1024  # a length beyond this is damage, not a block
 _INTERN_MAX = 4096  # distinct cost values interned (the cost tables hold a few dozen)
 _FIRST_READ = 4096  # bytes read at a memory's offset: mostly all of its records (~1.7 KB at 10,000)
-_RECORDS_MAX = 3  # records per memory: its L1 block, catalog line and phrase text
+_RECORDS_MAX = 4  # records per memory: its L1 block, catalog line, phrase text and L2 block
+# An L2 block longer than this is not stored (rendered from the file when asked): ~16k tokens, four
+# times the default budget, so it is hardly ever shown in full, and the files stay small.
+L2_STORED_MAX_CHARS = 64 * 1024
 
 
 class StoredBlock(NamedTuple):
@@ -107,14 +127,29 @@ def first_key_hash(memory_id: str, code: bytes) -> int:
 
 
 def encode_record(
-    memory_id: str, checksum: str, code: bytes, text: str, costs: PieceCosts, from_l0: bool = False
+    memory_id: str, checksum: str, code: bytes, text: str, costs: PieceCosts, from_l0: bool = False, coded: bool = False
 ) -> bytes:
-    """One block's record (see module doc)."""
-    values = array("d", costs.costs)
+    """One block's record (see module doc); ``coded``: its costs as a table and index bytes when they fit."""
+    tail, coded = _cost_bytes(costs.costs) if coded else (_float_bytes(costs.costs), False)
+    flags = costs.open_end * _OPEN_END | from_l0 * _FROM_L0 | coded * _CODED
+    return _encode(memory_id, checksum, code, text.encode("utf-8"), tail, flags)
+
+
+def _cost_bytes(costs: tuple[float, ...]) -> tuple[bytes, bool]:
+    """The costs as stored, and whether coded: their distinct values and an index byte per piece when
+    there are at most 256 of them (an L2 block's ~400 costs take ~700 bytes instead of ~3,200)."""
+    distinct = list(dict.fromkeys(costs))
+    if 0 < len(distinct) <= 256:
+        index = dict(zip(distinct, range(len(distinct))))
+        return bytes((len(distinct) - 1,)) + _float_bytes(distinct) + bytes(map(index.__getitem__, costs)), True
+    return _float_bytes(costs), False
+
+
+def _float_bytes(values: Iterable[float]) -> bytes:
+    packed = array("d", values)
     if byteorder != "little":
-        values.byteswap()
-    flags = costs.open_end * _OPEN_END | from_l0 * _FROM_L0
-    return _encode(memory_id, checksum, code, text.encode("utf-8"), values.tobytes(), flags)
+        packed.byteswap()
+    return packed.tobytes()
 
 
 def _encode(memory_id: str, checksum: str, code: bytes, text: bytes, tail: bytes, flags: int) -> bytes:
@@ -219,13 +254,13 @@ class BlockStore:
         return BlockStore(tuple(files), all_keys[order], all_places[order], first_format)
 
     def get(self, memory: Memory, code: bytes) -> StoredBlock | None:
-        """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``) when it is its own; else None."""
+        """``memory``'s stored block at tier ``code`` (``L1_CODE``, ``CATALOG_CODE``, ``L2_CODE``) when it is its own; else None."""
         found = self._lookup(memory, code)
         if found is None:
             return None
         try:
             block = self._decode(*found)
-        except UnicodeDecodeError as exc:  # damaged
+        except (UnicodeDecodeError, ValueError, IndexError) as exc:  # damaged (past its CRC: a writer's fault)
             log.debug("block of %s not read back (%s): rendered instead", memory.id, exc)
             return None
         if not _is_own(block, memory, code):
@@ -283,12 +318,16 @@ class BlockStore:
 
     def _decode(self, body: bytes, at: int, text_len: int, flags: int) -> _Found:
         text = body[at : at + text_len].decode("utf-8")
-        values = array("d", body[at + text_len :])
-        if byteorder != "little":
-            values.byteswap()
+        tail = at + text_len
         intern = self._intern if len(self._intern) < _INTERN_MAX else {}
         # the same float objects for the same costs: a cached block then holds 8 bytes a piece, as a fresh count's
-        costs = tuple(map(intern.setdefault, values, values))
+        if flags & _CODED:
+            values_end = tail + 1 + 8 * (body[tail] + 1)
+            table = _floats(body[tail + 1 : values_end])
+            costs = tuple(map(tuple(map(intern.setdefault, table, table)).__getitem__, body[values_end:]))
+        else:
+            values = _floats(body[tail:])
+            costs = tuple(map(intern.setdefault, values, values))
         return _Found(text, PieceCosts(costs, bool(flags & _OPEN_END)), bool(flags & _FROM_L0))
 
     def close(self) -> None:
@@ -298,6 +337,14 @@ class BlockStore:
         self._key_view = self._keys.data
         for handle in files:
             handle.close()
+
+
+def _floats(raw: bytes) -> array[float]:
+    """Little-endian float64 values (``_float_bytes``); ValueError when ``raw`` is not a whole number of them."""
+    values = array("d", raw)
+    if byteorder != "little":
+        values.byteswap()
+    return values
 
 
 def _find(fd: int, offset: int, memory_id: str, checksum: str, code: bytes) -> tuple[bytes, int, int, int] | None:
@@ -347,12 +394,12 @@ def _is_own(found: _Found, memory: Memory, code: bytes) -> bool:
     """Whether a record's text is what ``memory`` renders (its id and checksum already matched).
 
     A catalog line and a summary-line block are checked whole (the summary line is a
-    hot field); an L1 text block by its heading, its text being the checksummed file's.
+    hot field); an L1 or L2 text block by its heading, its text being the checksummed file's.
     """
     text = found.text
     if code == CATALOG_CODE:
         return text == catalog_line(memory)
-    heading = block_heading(memory, "L1")
+    heading = block_heading(memory, "L2" if code == L2_CODE else "L1")
     if found.from_l0:
         l0 = memory.l0.strip()
         return text == (f"{heading}\n{l0}" if l0 else heading)
@@ -361,7 +408,8 @@ def _is_own(found: _Found, memory: Memory, code: bytes) -> bool:
 
 def records_for(memory: Memory) -> list[tuple[int, bytes]]:
     """A builder's records of ``memory`` (text still held), as one table entry: its L1 block and catalog
-    line with their costs, then its phrase text (``signals.phrase_text``).
+    line with their costs, its phrase text (``signals.phrase_text``), then its L2 block with its costs
+    when it has L2 text (``Memory.has_l2``: the planner asks for no other's) of at most ``L2_STORED_MAX_CHARS``.
 
     Counts both onto the memory as ``render.keep_counts`` does, from the same piece
     costs (``join_count`` of one text is ``count`` of it), so nothing is tokenized twice.
@@ -369,18 +417,43 @@ def records_for(memory: Memory) -> list[tuple[int, bytes]]:
     counter = default_counter()
     out: list[bytes] = []
     from_l0 = not memory.l1  # the L1 block shows the summary line (Memory.tier_text)
-    for code, text in ((L1_CODE, memory_block(memory, "L1")), (CATALOG_CODE, catalog_line(memory))):
+    l1_block = memory_block(memory, "L1")
+    l1_costs: PieceCosts | None = None
+    for code, text in ((L1_CODE, l1_block), (CATALOG_CODE, catalog_line(memory))):
         costs = counter.piece_costs(text) if is_joinable(counter) else None
         tokens = join_count([(costs, 0)]) if costs is not None else counter.count(text)
         if code == L1_CODE:
-            memory.l1_tokens = tokens
+            memory.l1_tokens, l1_costs = tokens, costs
         else:
             memory.catalog_tokens = tokens
         if costs is not None:
             out.append(encode_record(memory.id, memory.checksum, code, text, costs, from_l0 and code == L1_CODE))
-    phrase, floor = phrase_text(memory, memory.l1, memory.l2), heuristic_floor(memory.tier_text("L2").strip())
+    l2_text = memory.tier_text("L2").strip()
+    phrase, floor = phrase_text(memory, memory.l1, memory.l2), heuristic_floor(l2_text)
     out.append(_encode(memory.id, memory.checksum, PHRASE_CODE, phrase, _FLOOR.pack(floor), 0))
+    if memory.has_l2 and len(l2_text) <= L2_STORED_MAX_CHARS and is_joinable(counter):
+        block = memory_block(memory, "L2")
+        costs = _l2_costs(memory, block, l1_block, l1_costs, counter)
+        if costs is not None:
+            out.append(encode_record(memory.id, memory.checksum, L2_CODE, block, costs, coded=True))
     return [(key_hash(memory.id), b"".join(out))]
+
+
+def _l2_costs(
+    memory: Memory, block: str, l1_block: str, l1_costs: PieceCosts | None, counter: JoinableCounter
+) -> PieceCosts | None:
+    """The L2 block's piece costs, tokenizing only its L2 section when the block is the L1 block and that section
+    joined by a blank line (``tokens.joined_costs``: the pieces a text splits into do not cross the newlines
+    between texts); the whole block otherwise. The two headings differ only in the tier's digit, one piece of
+    the same cost (``tests/test_block_store.py`` checks the joined costs against the whole block's on real files)."""
+    section = memory.l2.strip()
+    if l1_costs is not None and memory.l1 and section:
+        heading, l2_heading = block_heading(memory, "L1"), block_heading(memory, "L2")
+        if block == f"{l2_heading}{l1_block[len(heading) :]}\n\n{section}":
+            rest = counter.piece_costs(section)
+            if rest is not None:
+                return joined_costs(l1_costs, rest)
+    return counter.piece_costs(block)
 
 
 def _fingerprint_bytes(fingerprint: str) -> bytes:
@@ -400,7 +473,7 @@ def _read_table(path: Path, fingerprint: str) -> tuple[np.ndarray, np.ndarray, b
             handle.seek(0)
             header = handle.read(_HEADER)
             version = header[: len(MAGIC)]
-            if version not in (MAGIC, FIRST_MAGIC) or header[len(MAGIC) :] != _fingerprint_bytes(fingerprint):
+            if version not in _MAGICS or header[len(MAGIC) :] != _fingerprint_bytes(fingerprint):
                 return None
             handle.seek(size - _TRAILER.size)
             entries, table_at, crc, magic = _TRAILER.unpack(handle.read(_TRAILER.size))

@@ -7,7 +7,7 @@ latency"). This cache keeps, per ``render.block_key`` (memory id, checksum, labe
 and its piece costs (``tokens.PieceCosts``), from which ``render.finalize``
 counts the whole answer without re-tokenizing it.
 
-On a miss, an L1 block or catalog line comes from the block store when the
+On a miss, an L1 or L2 block or a catalog line comes from the block store when the
 caller passes one (``services/block_store.py``: what the cold build's builders
 rendered, checked against the memory); otherwise, or when the store misses, it
 is rendered from the file as before.
@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
-from .block_store import CATALOG_CODE, L1_CODE, BlockStore
+from .block_store import CATALOG_CODE, L1_CODE, L2_CODE, BlockStore
 from .model import Memory
 from .render import BlockKey, block_key, catalog_line, memory_block
 from .tokens import PieceCosts, TokenCounter, is_joinable
@@ -33,7 +33,7 @@ from .tokens import PieceCosts, TokenCounter, is_joinable
 # (paired in one process, docs/engine.md "Session 20"). The cache is empty at idle and bounded.
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 CATALOG = "catalog"  # the pseudo-tier of a memory's catalog line (render.catalog_line)
-_STORE_CODES = {"L1": L1_CODE, CATALOG: CATALOG_CODE}  # the tiers the block store holds
+_STORE_CODES = {"L1": L1_CODE, CATALOG: CATALOG_CODE, "L2": L2_CODE}  # the tiers the block store holds
 _ENTRY_OVERHEAD = 300  # key tuple, the entry tuple, the str and tuple headers, the dict slot (measured ~280)
 
 
@@ -58,7 +58,7 @@ class BlockCache:
     def block(self, memory: Memory, tier: str, counter: TokenCounter, store: BlockStore | None = None) -> RenderedBlock:
         """``memory`` rendered at ``tier`` (``render.memory_block``; ``CATALOG``: its catalog line), cached.
 
-        ``store``: where a missed L1 block or catalog line is looked up first; pass it only
+        ``store``: where a missed L1 or L2 block or catalog line is looked up first; pass it only
         under the default counter (the costs it holds are that counter's).
         """
         key = block_key(memory, tier)

@@ -153,6 +153,12 @@ def join_count(chunks: list[tuple[PieceCosts, int]]) -> int:
     return math.ceil(sum(chain.from_iterable(seq), 0.0))  # the sum ``HeuristicCounter.count`` makes
 
 
+def joined_costs(first: PieceCosts, second: PieceCosts) -> PieceCosts:
+    """The piece costs of two texts joined by newlines: ``join_count``'s sequence, kept (see ``PieceCosts``)."""
+    between = () if first.open_end else (NEWLINES_COST,)
+    return PieceCosts(first.costs + between + second.costs, second.open_end)
+
+
 @runtime_checkable
 class JoinableCounter(TokenCounter, Protocol):
     """A counter that can count texts joined by newlines from each text's ``PieceCosts`` (the heuristic)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -11,7 +12,33 @@ from pathlib import Path
 import pytest
 from daemon_helpers import SCRATCH_ENV, short_runtime_dir
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The shared corpora: CTXOS_DATA_DIR when set (as benchmarks/corpora.py reads it), else ../shared/data.
+SHARED_DATA = Path(os.environ.get("CTXOS_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def shared_texts(per_corpus: int) -> list[str]:
+    """Texts of each shared corpus found (markdown files; LoCoMo's dialogue turns): real text for tests that must
+    hold on whatever people write (tokenizer ids, joined token costs); empty when the data is not there."""
+    texts: list[str] = []
+    for corpus in ("tldr", "obsidian-help", "foam-docs", "dendron-vault"):
+        folder = SHARED_DATA / corpus
+        files = sorted(folder.rglob("*.md"))[:per_corpus] if folder.exists() else []
+        texts += [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    for sample in (
+        sorted((SHARED_DATA / "locomo-dev").rglob("*.json"))[:2] if (SHARED_DATA / "locomo-dev").exists() else []
+    ):
+        texts += _strings_in(json.loads(sample.read_text(encoding="utf-8")))[:per_corpus]
+    return texts
+
+
+def _strings_in(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    return []
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:

@@ -5,27 +5,33 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from conftest import shared_texts
 from ctxos.services import block_store
 from ctxos.services.block_store import (
     CATALOG_CODE,
     FIRST_MAGIC,
     L1_CODE,
+    L2_CODE,
+    L2_STORED_MAX_CHARS,
     MAGIC,
+    SECOND_MAGIC,
     BlockStore,
     encode_record,
     first_key_hash,
+    key_hash,
     records_for,
     write_file,
 )
 from ctxos.services.engine import Engine
 from ctxos.services.index import analyze
 from ctxos.services.intent import expand_query
+from ctxos.services.memory_file import split_tiers
 from ctxos.services.model import Memory
 from ctxos.services.query import execute_context_query
 from ctxos.services.render import block_heading, catalog_line, memory_block
 from ctxos.services.render_cache import CATALOG, BlockCache
 from ctxos.services.signals import Candidate, KeywordOverlapScorer, build_query_terms, phrase_text
-from ctxos.services.tokens import HeuristicCounter, heuristic_floor
+from ctxos.services.tokens import HeuristicCounter, PieceCosts, heuristic_floor
 from daemon_helpers import memory_text
 
 FP = "f" * 64
@@ -230,3 +236,103 @@ def test_a_file_of_the_first_format_still_serves_its_blocks(tmp_path):
     assert both.get(memories[2], L1_CODE) is not None and both.phrase_text(_memory("n1", "New paragraph.")) is not None
     path.write_bytes(path.read_bytes().replace(FIRST_MAGIC, b"CTXBLK9\n"))
     assert len(BlockStore.open_folder(tmp_path, FP)) == 0  # a format this release does not know
+
+
+# L2 sections the joined costs must hold for besides real files: a symbol run ending L1 (it takes the
+# blank line), lists, code, non-ASCII, underscores, digits glued to words, an L1 of one symbol.
+ODD_TIERS = [
+    ("See `x`:", "- one\n- two"),
+    ("Ends with a URL https://example.org/a_b?c=1", "```py\nx = 1\n```"),
+    ("Ünïcode Straße — naïve café.", "日本語のテキスト and English."),
+    ("___", "_ a __ b_c"),
+    ("v2.0.1 released", "2024-01-05: 3x faster (p95 12ms)."),
+    ("#", "#"),
+]
+
+
+def test_l2_blocks_are_stored_with_the_whole_blocks_costs_on_real_files(tmp_path):
+    """The builder tokenizes only the L2 section and joins it to the L1 block's costs: on the shared corpora's
+    files and odd texts, the stored costs equal the whole L2 block's, and the block is served as the memory's own."""
+    counter = HeuristicCounter()
+    tiers = [split_tiers(text) for text in shared_texts(per_corpus=150)] + ODD_TIERS
+    memories = []
+    for i, (l1, l2) in enumerate(tiers):
+        memory = _memory(f"r{i}", l1)
+        memory.l2 = l2
+        memories.append(memory)
+    too_long = _memory("long", "Short paragraph.")
+    too_long.l2 = "word " * (L2_STORED_MAX_CHARS // 5 + 1)
+    no_l1 = _memory("bare", "")  # the L2 block shows the L2 section alone: tokenized whole
+    no_l1.l2 = "Only the details: see `x`."
+    memories += [too_long, no_l1]
+    store, _ = _store(tmp_path, memories)
+    stored = 0
+    for memory in memories:
+        found = store.get(memory, L2_CODE)
+        if not memory.has_l2 or len(memory.tier_text("L2").strip()) > L2_STORED_MAX_CHARS:
+            assert found is None  # rendered from the file when asked (too_long, and a long changelog)
+            continue
+        stored += 1
+        assert found is not None and found.text == memory_block(memory, "L2")
+        assert found.costs == counter.piece_costs(found.text), memory.id
+        assert store.get(memory, L1_CODE).text == memory_block(memory, "L1")  # the records before it, still found
+    assert stored >= len(ODD_TIERS) + 1 and store.get(too_long, L2_CODE) is None
+    moved = _memory("r0", memories[0].l1, rel_path="sources/r0.md")
+    moved.l2 = memories[0].l2
+    edited = _memory("r0", memories[0].l1, checksum="c2")
+    edited.l2 = memories[0].l2
+    assert store.get(moved, L2_CODE) is None and store.get(edited, L2_CODE) is None  # not its own any more
+
+
+def test_the_block_cache_counts_an_l2_block_from_the_store_without_reading_the_file(tmp_path):
+    memory = _memory("alpha", "First paragraph (about alpha).")
+    memory.l2 = "The details, at length: retry with backoff."
+    store, _ = _store(tmp_path, [memory])
+    memory.release_text(lambda m, name: (_ for _ in ()).throw(AssertionError("file read back")))
+    block = BlockCache().block(memory, "L2", HeuristicCounter(), store)
+    assert (
+        block.text
+        == "### alpha (resource, L2)\nFirst paragraph (about alpha).\n\nThe details, at length: retry with backoff."
+    )
+    assert block.costs == HeuristicCounter().piece_costs(block.text)
+
+
+def test_coded_costs_round_trip_and_many_distinct_costs_stay_float64(tmp_path):
+    few = PieceCosts((1.0, 1.17, 1.0, 0.1 + 0.2, 1.17, 2.5), True)  # 0.1 + 0.2: an inexact float kept exactly
+    many = PieceCosts(tuple(1.0 + i / 7 for i in range(300)), False)  # more than a byte can index
+    memories = [_memory("few", "a"), _memory("many", "b")]
+    records = [
+        (key_hash(m.id), encode_record(m.id, m.checksum, L2_CODE, memory_block(m, "L2"), costs, coded=True))
+        for m, costs in zip(memories, (few, many))
+    ]
+    coded, plain = records[0][1], records[1][1]
+    assert len(coded) < len(encode_record("few", "c1", L2_CODE, memory_block(memories[0], "L2"), few))
+    assert len(plain) > 8 * 300  # float64 each
+    path = write_file(tmp_path, FP, records)
+    store = BlockStore().with_files([path], FP)
+    assert store.get(memories[0], L2_CODE).costs == few
+    assert store.get(memories[1], L2_CODE).costs == many
+
+
+def test_a_file_of_the_second_format_still_serves_its_blocks(tmp_path):
+    """An earlier release's build (float64 costs, no L2 blocks) keeps serving until a rebuild; that release does
+    not open this release's files (their magic differs), so it never reads one-byte costs as float64."""
+    memories = [_memory(f"m{i}", f"Paragraph {i}.") for i in range(5)]
+    counter = HeuristicCounter()
+    records = []
+    for memory in memories:
+        parts = [
+            encode_record(memory.id, memory.checksum, code, text, counter.piece_costs(text))
+            for code, text in ((L1_CODE, memory_block(memory, "L1")), (CATALOG_CODE, catalog_line(memory)))
+        ]
+        records.append((key_hash(memory.id), b"".join(parts)))
+    path = write_file(tmp_path, FP, records)
+    path.write_bytes(path.read_bytes().replace(MAGIC, SECOND_MAGIC))
+    old = BlockStore.open_folder(tmp_path, FP)
+    assert len(old) == 5
+    for memory in memories:
+        assert old.get(memory, L1_CODE).text == memory_block(memory, "L1")
+        assert old.get(memory, CATALOG_CODE).costs == counter.piece_costs(catalog_line(memory))
+        assert old.get(memory, L2_CODE) is None  # rendered from the file, as before
+    new, new_path = _store(tmp_path / "new", [_memory("n1", "New paragraph.")])
+    assert new_path.read_bytes().startswith(MAGIC) and MAGIC != SECOND_MAGIC

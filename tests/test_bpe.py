@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared_texts
 from ctxos.services.semantic import WordLlamaModel, load_model
 from ctxos.services.semantic.bpe import CompactBpe, UnsupportedTokenizer
 from ctxos.services.semantic.models import BULK_TEXTS, MAX_CHARS, ModelError, bulk_embedding
@@ -62,33 +62,9 @@ def _library_ids(library: object, text: str) -> list[int]:
     return list(library.encode(text, add_special_tokens=False).ids)  # type: ignore[attr-defined]
 
 
-def _shared_texts(per_corpus: int) -> list[str]:
-    """Texts of each shared corpus found (markdown files; LoCoMo's dialogue turns)."""
-    texts: list[str] = []
-    for corpus in ("tldr", "obsidian-help", "foam-docs", "dendron-vault"):
-        folder = SHARED_DATA / corpus
-        files = sorted(folder.rglob("*.md"))[:per_corpus] if folder.exists() else []
-        texts += [f.read_text(encoding="utf-8", errors="replace") for f in files]
-    for sample in (
-        sorted((SHARED_DATA / "locomo-dev").rglob("*.json"))[:2] if (SHARED_DATA / "locomo-dev").exists() else []
-    ):
-        texts += _strings(json.loads(sample.read_text(encoding="utf-8")))[:per_corpus]
-    return texts
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
 def test_ids_equal_the_library_on_the_shared_corpora(encoders) -> None:
     compact, library = encoders
-    texts = _shared_texts(per_corpus=400)
+    texts = shared_texts(per_corpus=400)
     if len(texts) < 100:
         pytest.skip(f"the shared corpora are not under {SHARED_DATA}")
     compared = 0
@@ -142,7 +118,7 @@ def test_a_tokenizer_it_cannot_reproduce_is_refused_naming_the_file(tmp_path: Pa
 
 def test_bulk_work_borrows_the_library_and_gives_the_same_rows() -> None:
     model = WordLlamaModel()
-    texts = _shared_texts(per_corpus=40)[:BULK_TEXTS] or ODD_TEXTS
+    texts = shared_texts(per_corpus=40)[:BULK_TEXTS] or ODD_TEXTS
     compact_rows = model.embed(texts)
     assert model._library is None
     with bulk_embedding(model, len(texts)):

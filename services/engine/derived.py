@@ -279,7 +279,8 @@ class DerivedState(EngineState):
         An L2 block under the default counter is counted from its rendering in the block
         cache (``join_count`` of its piece costs: the same number): the planner asks for
         the L2s it may upgrade (the best few relevant memories), which the query then
-        mostly shows, so the text is read and tokenized once instead of twice. Other
+        mostly shows, so the text is fetched once instead of twice (on a miss, one read of
+        the block store, which holds the L2 block and its costs since session 23). Other
         tiers are counted, not rendered into the block cache: the planner costs ~155
         L1 blocks a query, and filling the cache with the ones it does not show cost more
         than rendering the shown ones again (A/B at 10,000).
@@ -340,7 +341,7 @@ class DerivedState(EngineState):
 
         From a bounded LRU of recently rendered blocks, so a query reads back and
         tokenizes only the texts it did not render lately; under the default counter
-        a missed L1 block or catalog line comes from the block store the last build
+        a missed L1 or L2 block or catalog line comes from the block store the last build
         wrote (services/block_store.py) when it holds this memory's.
         """
         counter = self.counter
