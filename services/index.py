@@ -243,6 +243,7 @@ class MemoryIndex:
         self._commits = 0
         self._segment_cache = SegmentCache()  # per segment: kept across commits
         self._generation: Generation | None = None
+        self._last_term_queries: tuple[tuple[tuple[str, float], ...], list[tuple[tuple[str, ...], Term]]] | None = None
         self.recovered: str | None = None  # why the index was recreated at open, if it was
         # The daemon sets it (Engine.defer_index_merges): a commit then does not merge the small
         # segments below HARD_MAX_SEGMENTS, and the daemon calls merge_small_segments after the
@@ -597,8 +598,15 @@ class MemoryIndex:
         """One Term query per analysed token (text field) and per raw word (tags), deduplicated.
 
         Each comes with the analysed tokens it stands for, so a match can be
-        reported in the same vocabulary whatever the field.
+        reported in the same vocabulary whatever the field. The last terms' queries are
+        kept: a query searches three times with the same terms (its top hits, its other
+        candidates, its graph neighbours). Read-only lists; a torn read between threads
+        cannot happen (one tuple is swapped in).
         """
+        key = tuple(terms)
+        last = self._last_term_queries
+        if last is not None and last[0] == key:
+            return last[1]
         out: list[tuple[tuple[str, ...], Term]] = []
         seen: set[tuple[str, str]] = set()
         for word, weight in terms:
@@ -610,6 +618,7 @@ class MemoryIndex:
             if tag and ("tags", tag) not in seen:
                 seen.add(("tags", tag))
                 out.append((tuple(analyze(tag)), Term("tags", tag, boost=weight)))
+        self._last_term_queries = (key, out)
         return out
 
     def search(

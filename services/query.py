@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any, TypeVar, cast, overload
 
 from .analysis import analyze
@@ -211,11 +210,11 @@ def gather_candidates(
     store = engine.store
     candidates: dict[str, Candidate] = {}
     vectors = getattr(engine, "vectors", None)
-    nearest = None
+    nearest = product = None
     if vectors is not None and query_vector is not None:
-        # started first: with a helper it runs while the index is searched (numpy lets go of the lock)
-        k = max(1, int(depth * VECTOR_DEPTH_SHARE))
-        nearest = _beside(engine, partial(vectors.nearest_and_cosines, query_vector, k))
+        # its product started first: with a helper it runs while the index is searched (numpy lets go of the lock)
+        nearest = vectors.nearest_search(query_vector, max(1, int(depth * VECTOR_DEPTH_SHARE)))
+        product = _beside(engine, nearest.product)
     for hit in engine.index.search(expanded.terms, depth):
         memory = store.get(hit.id)
         if memory is None or memory.rel_path != hit.path:
@@ -223,8 +222,9 @@ def gather_candidates(
         cand = _add(candidates, memory, "bm25")
         cand.bm25_raw, cand.matched = hit.score, hit.matched
     cosine_of = None
-    if nearest is not None:
-        found, cosine_of = nearest()
+    if nearest is not None and product is not None:
+        product()  # the helper's product done (or computed here), then the rest in this thread
+        found, cosine_of = nearest.result()
         for mid, _ in found:
             _add(candidates, store.get(mid), "vector")
     for mid in engine.pinned_ids():

@@ -419,6 +419,12 @@ def score_candidates(
     refer to (the best of a first pass); ``None`` scores authority only.
     ``dates``: the days the query names; when there are any, recency is the
     closeness to them instead of to ``now`` (``query_dates``).
+
+    A candidate this query scored before (the second pass: its ``signals`` are
+    set) keeps its recency, importance and frequency, which depend on neither
+    the other candidates nor the seeds (the caller passes the same frequency
+    values again); its semantic, BM25 and graph values are computed again (the
+    rescaling over the candidates and the seeds change them), in place.
     """
     best_bm25 = max((c.bm25_raw for c in candidates), default=0.0)
     sem = semantic.score(terms, candidates).get
@@ -432,23 +438,26 @@ def score_candidates(
     for cand in candidates:
         memory = cand.memory
         mid = memory.id
-        recency = cand.signals.get("recency")  # from the first pass: the same query, the same value
-        if recency is None:
-            recency = recency_of(memory)
         semantic_value = sem(mid, 0.0)
         bm25 = cand.bm25_raw / best_bm25 if best_bm25 > 0 else 0.0
         # graph_signals' value, computed here: no dict per pass to build and read back by id
         graph_value = _graph_value(mid, authority_of, near, bonus_of, seed_communities, community_bonus)
-        importance = clamp01(float(memory.importance))
-        used = clamp01(float(frequency_of(mid, 0.0)))
-        cand.signals = {
-            "semantic": semantic_value,
-            "bm25": bm25,
-            "graph": graph_value,
-            "recency": recency,
-            "importance": importance,
-            "frequency": used,
-        }
+        signals = cand.signals
+        if signals:  # scored before in this query (see above): the same query, the same values
+            recency, importance, used = signals["recency"], signals["importance"], signals["frequency"]
+            signals["semantic"], signals["bm25"], signals["graph"] = semantic_value, bm25, graph_value
+        else:
+            recency = recency_of(memory)
+            importance = clamp01(float(memory.importance))
+            used = clamp01(float(frequency_of(mid, 0.0)))
+            cand.signals = {
+                "semantic": semantic_value,
+                "bm25": bm25,
+                "graph": graph_value,
+                "recency": recency,
+                "importance": importance,
+                "frequency": used,
+            }
         cand.weight_row = row
         # the same sum, in the same order, as ``_composite`` (inlined: this loop runs per candidate per pass)
         cand.score = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -253,6 +254,20 @@ def test_nearest_gives_every_rows_cosine_from_the_product_it_computed(make_works
         again, none = vectors.nearest_and_cosines(query, 3)  # from the memo: the same list, no product
         assert again == found and none is None
         assert vectors.nearest(query, 3) == found
+        # the query path's two parts: the product on another thread, the rest here; the same answer
+        other = vectors.embed_query("a recipe for bread")
+        split = vectors.nearest_search(other, 4)
+        worker = threading.Thread(target=split.product)
+        worker.start()
+        worker.join()
+        parts, parts_cosine = split.result()
+        vectors._nearest_memo = type(vectors._nearest_memo)(None)  # forget it: computed whole again
+        whole, whole_cosine = vectors.nearest_and_cosines(other, 4)
+        assert parts == whole and parts_cosine is not None and whole_cosine is not None
+        assert all(parts_cosine(mid) == whole_cosine(mid) for mid in ids)
+        unrun = vectors.nearest_search(other, 4)  # known now: nothing to compute, in either part
+        unrun.product()
+        assert unrun.result() == (whole, None)
     finally:
         engine.close()
 

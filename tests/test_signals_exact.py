@@ -64,3 +64,56 @@ def test_recency_equals_the_reference_for_dates_types_and_half_lives():
         assert repr(recency(memory)) == repr(_reference_recency(memory, now, half_lives)), memory
         checked += 1
     assert checked == 400
+
+
+def test_a_second_pass_gives_the_floats_of_scoring_the_whole_pool_once():
+    """``score_candidates`` on candidates it scored before (their recency, importance and frequency kept, the
+    rest computed again) equals one pass over fresh candidates: the pool grew by neighbours that move the
+    best BM25 and the cosine range, and the seeds changed."""
+    from ctxos.services.intent import expand_query
+    from ctxos.services.signals import Candidate, KeywordOverlapScorer, build_query_terms, score_candidates
+
+    rng = random.Random(7)
+    now = datetime(2026, 12, 1)
+    memories = [
+        Memory(
+            id=f"m{i}",
+            type=("decision", "resource", "task")[i % 3],
+            rel_path=f"m{i}.md",
+            path=Path(f"m{i}.md"),
+            l0=f"retry backoff note {i}" if i % 2 else f"note {i}",
+            l1=f"Paragraph {i} about retry and backoff." if i % 3 else "Other words.",
+            l2="More.",
+            importance=rng.random(),
+            modified=now - timedelta(days=rng.randint(0, 400)),
+        )
+        for i in range(40)
+    ]
+    terms = build_query_terms(expand_query("retry backoff", {}), lambda w: [w.lower()], lambda t: 1.0)
+    links = {f"m{i}": {f"m{(i + 1) % 40}", f"m{(i + 7) % 40}"} for i in range(40)}
+    options = dict(
+        terms=terms,
+        weights={"semantic": 0.3, "bm25": 0.3, "graph": 0.1, "recency": 0.1, "importance": 0.1, "frequency": 0.1},
+        semantic=KeywordOverlapScorer(),
+        authority={f"m{i}": rng.random() for i in range(40)},
+        neighbours=lambda mid: links.get(mid, set()),
+        half_lives={"task": 30},
+        now=now,
+        community_of={f"m{i}": i % 4 for i in range(40)},
+    )
+    frequency = {f"m{i}": rng.random() for i in range(0, 40, 3)}
+    raw = {
+        m.id: (rng.random() * 10 if i < 30 else 20.0 + i, frozenset({"retry"}) if i % 2 else frozenset())
+        for i, m in enumerate(memories)
+    }
+
+    def fresh(ms):
+        return [Candidate(m, bm25_raw=raw[m.id][0], matched=raw[m.id][1], heading=raw[m.id][1]) for m in ms]
+
+    pool = fresh(memories[:30])
+    score_candidates(pool, frequency=frequency, graph_seeds=None, **options)
+    pool += fresh(memories[30:])  # neighbours with a higher BM25 than any first one
+    score_candidates(pool, frequency=frequency, graph_seeds=["m3", "m5"], **options)
+    once = fresh(memories)
+    score_candidates(once, frequency=frequency, graph_seeds=["m3", "m5"], **options)
+    assert [(c.memory.id, c.signals, c.score) for c in pool] == [(c.memory.id, c.signals, c.score) for c in once]

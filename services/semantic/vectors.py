@@ -148,6 +148,65 @@ def _top(scores: np.ndarray, ids: Sequence[str | None], k: int) -> list[tuple[st
     return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
 
 
+class NearestSearch:
+    """One query's ``VectorIndex.nearest_and_cosines``, in two parts for two threads.
+
+    ``product`` is the matrix-vector product over every row: one numpy call that runs
+    without the interpreter lock, which the query path hands to its helper thread
+    (daemon/query_helper.py) while it searches the index. ``result`` does the rest
+    (centring, the top ``k``, the memo) in the caller's thread: on the helper, each of
+    those short numpy calls first waited for the lock the searching thread held, and
+    the job took ~1.6 ms for ~0.9 ms of work (p50, distinct queries at 10,000;
+    docs/engine.md "Session 23"). Made from one published state: both parts see the
+    same rows.
+    """
+
+    __slots__ = ("_index", "_state", "_query", "_k", "_key", "_known", "_dots")
+
+    def __init__(self, index: VectorIndex, query: np.ndarray, k: int) -> None:
+        self._index, self._query, self._k = index, query, k
+        self._state = state = index._state
+        self._dots: np.ndarray | None = None
+        self._known: list[tuple[str, float]] | None = None
+        self._key = (query.tobytes(), k)
+        if k <= 0 or not state[3] or not np.any(query):
+            self._known = []
+            return
+        memo = index._nearest_memo
+        if memo.state is state:
+            self._known = memo.results.get(self._key)
+
+    def product(self) -> None:
+        """Every row's plain dot product with the query (nothing to do when the answer is known)."""
+        if self._known is None and self._dots is None:
+            codes, scale, _, _ = self._state
+            self._dots = quantized.dot(codes, scale, self._query)
+
+    def result(self) -> tuple[list[tuple[str, float]], Callable[[str], float] | None]:
+        """``nearest_and_cosines``' answer (the product is computed here when ``product`` did not run)."""
+        if self._known is not None:
+            return list(self._known), None
+        self.product()
+        assert self._dots is not None
+        codes, scale, ids, row_of = state = self._state
+        index = self._index
+        centre = index._centre_for(codes, scale, ids)
+        scores = centre.cosines(self._dots, slice(None), self._query)
+        scores[centre.free[: len(scores)]] = -np.inf
+        known = _top(scores, ids, self._k)
+        memo = index._nearest_memo
+        if memo.state is not state:
+            memo = index._nearest_memo = _NearestMemo(state)
+        memo.results.put(self._key, known)
+        row_at = row_of.get
+
+        def cosine_of(memory_id: str) -> float:
+            row = row_at(memory_id)
+            return math.nan if row is None else float(scores[row])
+
+        return list(known), cosine_of
+
+
 class VectorIndex:
     """Embeddings of the store's memories for one model (see module doc)."""
 
@@ -404,37 +463,15 @@ class VectorIndex:
         ``similarities`` gives (18,513 candidates of 120 queries compared). The second
         item is None when the answer came from the memo (no product was computed); the
         function gives nan for an id without a row, as ``similarities`` leaves it out.
+        The query path runs the same in two parts (``nearest_search``).
         """
-        state = self._state
-        codes, scale, ids, row_of = state
-        if k <= 0 or not row_of or not np.any(query):
-            return [], None
-        memo = self._nearest_memo
-        if memo.state is not state:
-            memo = self._nearest_memo = _NearestMemo(state)
-        key = (query.tobytes(), k)
-        known = memo.results.get(key)
-        if known is not None:
-            return list(known), None
-        scores = self._cosines(codes, scale, ids, query)
-        known = _top(scores, ids, k)
-        memo.results.put(key, known)
-        row_at = row_of.get
+        search = NearestSearch(self, query, k)
+        search.product()
+        return search.result()
 
-        def cosine_of(memory_id: str) -> float:
-            row = row_at(memory_id)
-            return math.nan if row is None else float(scores[row])
-
-        return list(known), cosine_of
-
-    def _cosines(
-        self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None], query: np.ndarray
-    ) -> np.ndarray:
-        """Every row's centred cosine with ``query`` over one state (-inf for a free row)."""
-        centre = self._centre_for(codes, scale, ids)
-        scores = centre.cosines(quantized.dot(codes, scale, query), slice(None), query)
-        scores[centre.free[: len(scores)]] = -np.inf
-        return scores
+    def nearest_search(self, query: np.ndarray, k: int) -> NearestSearch:
+        """``nearest_and_cosines`` in two parts: the product (for a helper thread), then the result."""
+        return NearestSearch(self, query, k)
 
     def _centre_for(self, codes: np.ndarray, scale: np.ndarray, ids: Sequence[str | None]) -> _Centre:
         """The centre of the rows (a reader that caught a grown matrix before its centre computes its own)."""
