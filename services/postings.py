@@ -40,7 +40,7 @@ from whoosh.util.numeric import byte_to_length
 
 from .lru import SizedLru
 from .segment_sidecar import read_stored_fields
-from .term_table import TermTable
+from .term_table import TermTable, pread_of
 
 POSTING_CACHE_MAX = 2_000_000  # cached postings (8 bytes each) across terms and segments
 SCORED_CACHE_MAX = 500_000  # scored postings (16 bytes each) kept per index generation
@@ -106,9 +106,11 @@ def _read_blocks(postfile: Any, offset: int, length: int) -> tuple[np.ndarray[An
     """Every block of a posting list in one read: [magic][int length, pickled info, (zlib) pickled data]...
 
     The same parse as ``W3LeafMatcher._goto`` and ``_read_data``, but whole:
-    a negative block length marks the last block.
+    a negative block length marks the last block. The read is one ``pread`` on the
+    segment file when it is laid out as Whoosh writes it (``term_table.pread_of``).
     """
-    raw = postfile.get(offset, length)
+    pread = pread_of(postfile)
+    raw = pread(offset, length) if pread is not None else postfile.get(offset, length)
     if raw[:4] != WHOOSH3_HEADER_MAGIC:
         raise ValueError(f"posting list at {offset} does not start with whoosh3's block tag")
     stream = io.BytesIO(raw)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from whoosh.filedb.compound import SubFile
@@ -31,6 +32,26 @@ _LENGTHS = struct.Struct("!ii")  # before each item: key length, value length (f
 _KEY_PREFIX = struct.Struct("!H")  # a term's key: the field number, then the term bytes (W3TermsReader._keycoder)
 _NO_FIELD = 65535  # the field number Whoosh uses for a field the segment does not know
 _VALUE_GUESS = 64  # bytes read after a key for its value: a term info is ~30 (longer ones take a second read)
+
+
+def pread_of(structfile: Any) -> Callable[[int, int], bytes] | None:
+    """``structfile.get`` (a region of a segment file) as one ``os.pread``, when it is laid out as expected.
+
+    Whoosh's ``get`` seeks the shared buffered file and reads through three layers of
+    Python file objects: the buffer is emptied at each seek and refilled with 8 KB,
+    and two threads reading one segment's postings at once could interleave their
+    seek and read. ``pread`` takes the bytes at an offset without moving the file's
+    position. None when the file is another kind (the caller uses ``get``).
+    """
+    sub: Any = getattr(structfile, "file", None)
+    if type(sub) is not SubFile or not isinstance(sub._file, io.BufferedReader):
+        return None
+    fd, base, size = sub._file.fileno(), sub._offset, sub._length
+
+    def read(position: int, length: int) -> bytes:
+        return os.pread(fd, max(0, min(length, size - position)), base + position)
+
+    return read
 
 
 class TermTable:
