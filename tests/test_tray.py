@@ -438,6 +438,16 @@ def click(display: Any, window: Any) -> None:
     display.sync()
 
 
+def _icon_seen(display: Any, window: Any) -> str:
+    """What the docked icon shows, for a timeout's message."""
+    try:
+        return f"shows {icon_colour(display, window)}"
+    except StopIteration:
+        return "shows one colour only"
+    except Exception as exc:  # noqa: BLE001
+        return repr(exc)
+
+
 def _window_diag(window: Any) -> str:
     try:
         tree = window.query_tree()
@@ -803,8 +813,14 @@ def test_only_pystrays_loop_uses_its_x_connection_and_it_never_paints(
             display, window = await asyncio.to_thread(find_icon_window, xenv, root)
             try:
                 assert window is not None, "no docked icon window"
-                band = component.runner.app.state.band
-                await _until(lambda: shows_colour(display, window, band.rgb), what="the icon painted by the tray")
+                state = component.runner.app.state  # a later refresh may move the band: the icon follows it
+                await _until(
+                    lambda: shows_colour(display, window, state.band.rgb),
+                    what=lambda: (
+                        f"the icon painted by the tray ({state.band.name} {state.band.rgb}; "
+                        f"{_icon_seen(display, window)}; {_window_diag(window)})"
+                    ),
+                )
             finally:
                 display.close()
         finally:
