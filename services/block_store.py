@@ -433,23 +433,23 @@ def records_for(memory: Memory) -> list[tuple[int, bytes]]:
     l2_text = memory.tier_text("L2").strip()
     phrase, floor = phrase_text(memory, memory.l1, memory.l2), heuristic_floor(l2_text)
     out.append(_encode(memory.id, memory.checksum, PHRASE_CODE, phrase, _FLOOR.pack(floor), 0))
-    if memory.has_l2 and len(memory.l2.strip()) <= L2_STORED_MAX_CHARS and is_joinable(counter):
+    section = memory.l2.strip()
+    if section and len(section) <= L2_STORED_MAX_CHARS and is_joinable(counter):  # a section: Memory.has_l2
         block = memory_block(memory, "L2")
-        costs = _l2_costs(memory, block, l1_block, l1_costs, counter)
+        costs = _l2_costs(memory, section, block, l1_block, l1_costs, counter)
         if costs is not None:
             out.append(encode_record(memory.id, memory.checksum, L2_CODE, block, costs, coded=True))
     return [(key_hash(memory.id), b"".join(out))]
 
 
 def _l2_costs(
-    memory: Memory, block: str, l1_block: str, l1_costs: PieceCosts | None, counter: JoinableCounter
+    memory: Memory, section: str, block: str, l1_block: str, l1_costs: PieceCosts | None, counter: JoinableCounter
 ) -> PieceCosts | None:
     """The L2 block's piece costs, tokenizing only its L2 section when the block is the L1 block and that section
     joined by a blank line (``tokens.joined_costs``: the pieces a text splits into do not cross the newlines
     between texts); the whole block otherwise. The two headings differ only in the tier's digit, one piece of
     the same cost (``tests/test_block_store.py`` checks the joined costs against the whole block's on real files)."""
-    section = memory.l2.strip()
-    if l1_costs is not None and memory.l1 and section:
+    if l1_costs is not None and memory.l1:
         heading, l2_heading = block_heading(memory, "L1"), block_heading(memory, "L2")
         if block == f"{l2_heading}{l1_block[len(heading) :]}\n\n{section}":
             rest = counter.piece_costs(section)

@@ -34,6 +34,15 @@ _NO_FIELD = 65535  # the field number Whoosh uses for a field the segment does n
 _VALUE_GUESS = 64  # bytes read after a key for its value: a term info is ~30 (longer ones take a second read)
 
 
+def _region(structfile: Any) -> tuple[io.BufferedReader, int, int] | None:
+    """The open segment file under one of Whoosh's ``StructFile`` regions, with the region's offset and length;
+    None when it is laid out otherwise (another codec, an mmap'd compound file)."""
+    sub: Any = getattr(structfile, "file", None)
+    if type(sub) is not SubFile or not isinstance(sub._file, io.BufferedReader):
+        return None
+    return sub._file, sub._offset, sub._length
+
+
 def pread_of(structfile: Any) -> Callable[[int, int], bytes] | None:
     """``structfile.get`` (a region of a segment file) as one ``os.pread``, when it is laid out as expected.
 
@@ -44,10 +53,11 @@ def pread_of(structfile: Any) -> Callable[[int, int], bytes] | None:
     without moving the file's position. None when the file is another kind (the caller
     uses ``get``).
     """
-    sub: Any = getattr(structfile, "file", None)
-    if type(sub) is not SubFile or not isinstance(sub._file, io.BufferedReader):
+    region = _region(structfile)
+    if region is None:
         return None
-    fd, base, size = sub._file.fileno(), sub._offset, sub._length
+    file, base, size = region
+    fd = file.fileno()
 
     def read(position: int, length: int) -> bytes:
         return os.pread(fd, max(0, min(length, size - position)), base + position)
@@ -71,14 +81,12 @@ class TermTable:
     def of(cls, terms: Any) -> TermTable | None:
         """The table of a ``W3TermsReader`` read through a plain file, else None."""
         hashreader = getattr(terms, "_tindex", None)
-        sub: Any = getattr(getattr(hashreader, "dbfile", None), "file", None)
+        region = _region(getattr(hashreader, "dbfile", None))
         fields = getattr(terms, "_fieldmap", None)
-        if type(sub) is not SubFile or not isinstance(fields, dict):
+        if region is None or not isinstance(fields, dict) or not hasattr(hashreader, "tables"):
             return None
-        file = sub._file
-        if not isinstance(file, io.BufferedReader) or not hasattr(hashreader, "tables"):
-            return None
-        return cls(file, sub._offset, hashreader, fields)
+        file, base, _ = region
+        return cls(file, base, hashreader, fields)
 
     def key(self, fieldname: str, tbytes: bytes) -> bytes:
         """The table key of a term (``W3TermsReader._keycoder``)."""
