@@ -272,6 +272,32 @@ def test_nearest_gives_every_rows_cosine_from_the_product_it_computed(make_works
         engine.close()
 
 
+def _stable_best(scores: np.ndarray, k: int) -> list[int]:
+    """The rows of the ``k`` highest scores by a full stable sort: equal scores, the lower row first."""
+    return np.argsort(-scores, kind="stable")[:k].tolist()
+
+
+@pytest.mark.parametrize("rows", [1, 5, 127, 128, 129, 1000, 10_000, 100_003])
+def test_the_nearest_rows_by_block_threshold_equal_a_full_sort(rows):
+    """``_best_rows`` (block maxima, then the rows at or above the ``k``-th of them) picks the rows a full
+    stable sort picks, in its order: with duplicate scores (copies of one text share an embedding),
+    free rows at -inf, fewer live rows than ``k``, a block count not dividing the rows, and ``k`` at or
+    above the number of blocks (the ``np.argpartition`` path)."""
+    from ctxos.services.semantic.vectors import TOP_BLOCK, _best_rows
+
+    rng = np.random.default_rng(rows)
+    scores = (rng.standard_normal(rows) * 0.2).astype(np.float32)
+    scores[rng.random(rows) < 0.2] = -np.inf  # free rows
+    copies = rng.integers(0, rows, size=rows // 10)
+    scores[copies] = scores[rng.integers(0, rows, size=len(copies))]  # ties, some across blocks
+    for k in sorted({1, 2, 25, 50, 400, rows // TOP_BLOCK, rows // TOP_BLOCK + 1, rows}):
+        if 0 < k <= rows:
+            assert _best_rows(scores, k).tolist() == _stable_best(scores, k), k
+    few = np.full(rows, -np.inf, dtype=np.float32)
+    few[:3] = [0.5, 0.1, 0.5][:rows]
+    assert _best_rows(few, min(rows, 50)).tolist() == _stable_best(few, min(rows, 50))
+
+
 class _CountingModel:
     """The real WordLlama model, counting the texts it embeds (to see what the memos spare)."""
 

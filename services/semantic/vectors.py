@@ -64,6 +64,7 @@ NEAREST_MEMO_MAX = 4_000  # nearest results kept per state, counted in ids (~100
 CACHE_COPY_SLICE = 8_192  # cached rows stacked per copy into the matrix (a 4 MB float16 temporary)
 SAVE_EVERY_ROWS = 200
 SAVE_EVERY_S = 300.0
+TOP_BLOCK = 128  # rows per block of the nearest search's threshold (``_best_rows``)
 PATCH_CENTRE_SHARE = 8  # the centre is patched (not recomputed) when fewer than 1/8 of the rows changed
 
 
@@ -143,9 +144,39 @@ class _NearestMemo:
 def _top(scores: np.ndarray, ids: Sequence[str | None], k: int) -> list[tuple[str, float]]:
     """The ``k`` best rows of ``scores`` with their ids, best first (free rows, at -inf, left out)."""
     k = min(k, len(scores))
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
+    if k <= 0:
+        return []
+    top = _best_rows(scores, k)
     return [(ids[i], float(scores[i])) for i in top if ids[i] is not None]
+
+
+def _best_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The rows of the ``k`` highest ``scores`` (``0 < k <= len(scores)``), highest first; equal scores, lower row first.
+
+    ``np.argpartition`` over every row took ~125 us at 10,000 rows and ~760 us at
+    100,000 (float32, one query each), and chose among equal scores as it went.
+    Instead a threshold the ``k`` highest rows reach: with more blocks of
+    ``TOP_BLOCK`` rows than ``k``, the ``k``-th highest of the blocks' maxima (the
+    ``k`` best blocks each hold a row at or above it, so the ``k``-th highest row
+    is too); otherwise the ``k``-th highest score itself. The rows at or above it
+    are few (~20 us and ~90 us) and hold every row equal to the ``k``-th, so a
+    stable sort of them gives the same rows as a stable sort of all. A nan (never a
+    cosine here) reaches no threshold; a nan threshold falls back to that full sort.
+    """
+    n = len(scores)
+    whole = n - n % TOP_BLOCK
+    if k < whole // TOP_BLOCK:
+        maxima = scores[:whole].reshape(-1, TOP_BLOCK).max(axis=1)
+        if whole < n:
+            maxima = np.append(maxima, scores[whole:].max())
+        threshold = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
+    else:
+        threshold = np.partition(scores, n - k)[n - k]
+    if threshold == threshold:  # not nan
+        rows = np.flatnonzero(scores >= threshold)
+        if len(rows) >= k:
+            return rows[np.argsort(-scores[rows], kind="stable")][:k]
+    return np.argsort(-scores, kind="stable")[:k]
 
 
 class NearestSearch:
