@@ -113,6 +113,22 @@ def heading_tokens(memory: Memory) -> tuple[str, ...]:
     return tuple(found.split())
 
 
+def heading_matches(memory: Memory, tokens: frozenset[str]) -> frozenset[str]:
+    """Those of ``tokens`` (analysed tokens) that are among ``heading_tokens(memory)``.
+
+    Looked up in the kept text (``" token "`` in it, spaces around) rather than split
+    into a tuple first: a query asks this of ~230 candidates for a few tokens each,
+    and the split and the intersection cost ~0.8 us a candidate against ~0.6 us
+    (measured apart; more in a query, where the text is not in the CPU's cache).
+    """
+    found = memory.heading_tokens
+    if found is None:
+        heading_tokens(memory)  # computed and kept
+        found = memory.heading_tokens or ""
+    padded = f" {found} "
+    return frozenset(token for token in tokens if f" {token} " in padded)
+
+
 def _document(memory: Memory) -> dict[str, str]:
     heading = heading_text(memory)
     return {

@@ -24,7 +24,6 @@ store, index, access_log, counter, semantic) and the methods
 ``graph(stale_ok=True)``, ``community_of(stale_ok=True)`` (the query path
 accepts the last built graph when the engine allows it; see
 ``Engine.graph``), ``pinned_ids()``, ``important_ids(n)``, ``recent_ids(n)``,
-``heading_tokens(memory)``,
 ``block_tokens(memory, tier)`` and ``catalog_tokens(memory)``; optionally
 ``vectors`` (a ``VectorIndex``), ``intent_classifier()`` and
 ``block_tokens_at_least(memory, tier)`` (a cheap lower bound the tier planner
@@ -42,6 +41,7 @@ from typing import Any, TypeVar, cast, overload
 from .analysis import analyze
 from .answer_memo import AnswerMemo
 from .federation import join_federated
+from .index import heading_matches
 from .intent import ExpandedQuery, IntentDetection, detect_intent_detail, expand_query
 from .model import ContextResult, Memory, SelectedMemory
 from .ontology import TYPE_ORDER
@@ -343,14 +343,14 @@ def score_query(
             dates=dates,
         )
         if facts is None:  # kept facts hold every gathered candidate's headings
-            _headings(engine, pool.values())
+            _headings(pool.values())
         first = list(pool.values())
         frequency = engine.access_log.frequency_scores(c.memory.id for c in first)
         score_candidates(first, frequency=frequency, graph_seeds=None, **options)
         ranked = [c.memory.id for c in sorted(first, key=_rank_key) if "pinned" not in c.sources]
         added = add_neighbours(engine, expanded, pool, ranked[:NEIGHBOUR_SEEDS], facts)
         if added:
-            _headings(engine, [c for c in added if facts is None or c.memory.id not in facts.values])
+            _headings([c for c in added if facts is None or c.memory.id not in facts.values])
             everything = list(pool.values())
             # the first pass's values and the new candidates' (one query reads the counts as one snapshot)
             frequency = {**frequency, **engine.access_log.frequency_scores(c.memory.id for c in added)}
@@ -397,11 +397,12 @@ def _query_vector(engine: Any, expanded: ExpandedQuery) -> Any:
     return None
 
 
-def _headings(engine: Any, cands: Any) -> None:
+def _headings(cands: Any) -> None:
     """The matched query tokens found in each candidate's heading (summary line, title, id, tags)."""
     for cand in cands:
-        if cand.matched and not cand.heading:
-            cand.heading = cand.matched.intersection(engine.heading_tokens(cand.memory))
+        matched = cand.matched
+        if matched and not cand.heading:
+            cand.heading = heading_matches(cand.memory, matched)
 
 
 def _rank_key(cand: Candidate) -> tuple[float, float, str]:

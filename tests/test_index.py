@@ -192,6 +192,50 @@ def test_matched_tokens_are_exactly_the_query_tokens_each_hit_holds(index, extra
         assert hit.matched == {t for w in words for t in analyze(w)} & held, hit.id
 
 
+def test_heading_matches_equal_the_intersection_with_the_heading_tokens():
+    """``heading_matches`` (a lookup in the kept text) gives ``tokens & heading_tokens``: whole tokens only
+    (``git`` is not in ``github``), from the summary line, title, id words and tags, and the same when the
+    tokens were not computed yet (it computes and keeps them)."""
+    from ctxos.services.index import heading_matches, heading_tokens
+
+    memories = [
+        mem("git-hooks", "body words", l0="Run GitHub actions before pushing", tags=["ci", "shell-scripts"]),
+        mem("notes_2024.q1", "other body", l0="Quarterly notes: running, planning", tags=[]),
+        mem("x", "", l0="", tags=["a"]),
+    ]
+    probes = [
+        "git",
+        "github",
+        "hook",
+        "hooks",
+        "run",
+        "push",
+        "ci",
+        "c",
+        "shell",
+        "script",
+        "note",
+        "2024",
+        "q1",
+        "plan",
+        "quarter",
+        "a",
+        "body",
+        "x",
+        "zzz",
+    ]
+    for memory in memories:
+        tokens = frozenset(t for word in probes for t in analyze(word)) | frozenset(probes)
+        fresh = dataclasses.replace(memory)  # no tokens kept yet
+        assert fresh.heading_tokens is None
+        expected = tokens & set(heading_tokens(memory))
+        assert heading_matches(fresh, tokens) == expected, memory.id
+        assert fresh.heading_tokens is not None and heading_matches(fresh, tokens) == expected
+        assert heading_matches(memory, frozenset()) == frozenset()
+    github_only = mem("ci-runner", "", l0="GitHub actions", tags=[])
+    assert heading_matches(github_only, frozenset({"git", "github", "action", "ci"})) == {"github", "action", "ci"}
+
+
 def test_readers_see_committed_state_while_one_writer_commits(index):
     """Searching threads never fail or see an empty index while the writer commits 40 times."""
     index.update([mem("stable", "anchor words always present")])
