@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -143,9 +144,12 @@ def _document(memory: Memory) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class Hit:
-    """One BM25 hit: the memory's id and path, and Whoosh's raw BM25F score."""
+class Hit(NamedTuple):
+    """One BM25 hit: the memory's id and path, and Whoosh's raw BM25F score.
+
+    A named tuple (immutable, as a frozen dataclass was): made ~130 times a query,
+    at ~0.25 us each against ~0.55 us for a frozen dataclass's ``__init__``.
+    """
 
     id: str
     path: str
