@@ -173,6 +173,10 @@ class KeywordOverlapScorer:
         needs = list(zip(phrases, terms.phrase_tokens))
         if len(needs) != len(phrases):  # a ``QueryTerms`` made without the phrases' tokens: read every text
             needs = [(p, frozenset[str]()) for p in phrases]
+        # Many candidates hold the same query tokens (one or two words of the query): their coverage and
+        # the phrases they may hold are worked out once per distinct (heading, matched) and matched.
+        coverage_of: dict[tuple[frozenset[str], frozenset[str]], float] = {}
+        possible_of: dict[frozenset[str], list[bytes]] = {}
         for cand in candidates:
             if cand.keyword is not None:  # scored in the first pass of this query
                 out[cand.memory.id] = cand.keyword
@@ -180,15 +184,23 @@ class KeywordOverlapScorer:
             coverage = 0.0
             heading, matched = cand.heading, cand.matched
             if heading or matched:
-                for tokens, weight in groups:
-                    if not tokens.isdisjoint(heading):
-                        coverage += weight
-                    elif not tokens.isdisjoint(matched):
-                        coverage += BODY_ONLY_CREDIT * weight
+                key = (heading, matched)
+                known = coverage_of.get(key)
+                if known is None:
+                    for tokens, weight in groups:
+                        if not tokens.isdisjoint(heading):
+                            coverage += weight
+                        elif not tokens.isdisjoint(matched):
+                            coverage += BODY_ONLY_CREDIT * weight
+                    coverage_of[key] = coverage
+                else:
+                    coverage = known
             if phrases:
                 # Only phrases whose words' tokens the memory holds (``matched``) can occur in it between
                 # word boundaries: its text is read (from the file, for a released memory) only for them.
-                possible = [p for p, need in needs if need <= matched]
+                possible = possible_of.get(matched)
+                if possible is None:
+                    possible = possible_of[matched] = [p for p, need in needs if need <= matched]
                 if possible:
                     text = self._memory_text_lower(cand.memory)
                     phrase = sum(1 for p in possible if p in text) / len(phrases)
