@@ -49,6 +49,8 @@ from .analysis import ANALYZER, analyze, index_tokens
 from .index_layout import INDEX_NAME, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from .model import Memory
 from .postings import Generation, Searcher, SegmentCache, SegmentDocs, top_documents
+from .postings_file import PostingsWriter
+from .postings_file import path_for as postings_path
 from .segment_postings import SortedPostings, counted_text_field, whole_value_field, write_postings
 from .segment_sidecar import StoredDocs, read_sidecar, read_stored_fields, remove_stale_temps, write_sidecar
 
@@ -237,10 +239,12 @@ def write_segment(folder: Path, memories: Sequence[Memory]) -> StagedSegment | N
             indexed[memory.rel_path] = (memory.checksum, memory.id)
         # SegmentWriter._finalize_segment, with the postings written by write_postings.
         writer.perdocwriter.close()
-        write_postings(writer.fieldwriter, writer.schema, pool, codec)
+        arrays = PostingsWriter()  # the searched fields' postings as arrays too (services/postings_file.py)
+        write_postings(writer.fieldwriter, writer.schema, pool, codec, arrays)
         writer._close_segment()
         writer._assemble_segment()
         segment = writer.get_segment()
+        arrays.write(postings_path(folder, segment.segment_id()))  # listed with the segment's files below
     except BaseException:
         writer.cancel()
         raise
@@ -261,7 +265,7 @@ class MemoryIndex:
         self._local = threading.local()
         self._segments = 0
         self._commits = 0
-        self._segment_cache = SegmentCache()  # per segment: kept across commits
+        self._segment_cache = SegmentCache(self.dir)  # per segment: kept across commits
         self._generation: Generation | None = None
         self._last_term_queries: tuple[tuple[tuple[str, float], ...], list[tuple[tuple[str, ...], Term]]] | None = None
         self.recovered: str | None = None  # why the index was recreated at open, if it was
@@ -334,7 +338,8 @@ class MemoryIndex:
         usable one; otherwise from Whoosh's stored fields, and the sidecar is
         written for the next open.
         """
-        self._segment_cache = SegmentCache()
+        self._segment_cache.close()
+        self._segment_cache = SegmentCache(self.dir)
         checksums: dict[str, str] = {}
         ids: dict[str, str] = {}
         for reader, _ in searcher.reader().leaf_readers():
@@ -813,6 +818,7 @@ class MemoryIndex:
 
     def close(self) -> None:
         self._close_searchers()
+        self._segment_cache.close()
         if self._ix is not None:
             self._ix.close()
             self._ix = None

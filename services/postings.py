@@ -32,6 +32,7 @@ import threading
 import zlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,6 +40,8 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermInf
 from whoosh.util.numeric import byte_to_length
 
 from .lru import SizedLru
+from .postings_file import PostingsFile
+from .postings_file import path_for as postings_path
 from .segment_sidecar import read_stored_fields
 from .term_table import TermTable, pread_of
 
@@ -87,6 +90,7 @@ class SegmentTerm:
 
 
 _ABSENT = SegmentTerm(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0)
+_UNOPENED = object()  # ``SegmentCache._files``: a segment whose postings file was not looked for yet
 
 
 def _block_arrays(data: tuple[Any, Any, Any], count: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -237,19 +241,50 @@ class SegmentCache:
     same term store equal values.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
         self._terms: SizedLru[tuple[str, str, str], SegmentTerm] = SizedLru(POSTING_CACHE_MAX, lambda t: len(t.ids))
         self._lengths: dict[tuple[str, str], np.ndarray[Any, np.dtype[np.uint8]]] = {}
         self._docs: dict[str, SegmentDocs] = {}
         self._lock = threading.Lock()
+        # The index folder, where a builder's segment has its postings file (services/postings_file.py);
+        # per segment id, the open file or None (none, or not usable: Whoosh's blocks are read).
+        self.folder = folder
+        self._files: dict[str, PostingsFile | None] = {}
 
     def term(self, segid: str, reader: Any, fieldname: str, text: str) -> SegmentTerm:
         key = (segid, fieldname, text)
         entry = self._terms.get(key)
         if entry is None:
-            entry = read_term(reader, fieldname, text)
+            entry = self._from_file(segid, reader, fieldname, text)
+            if entry is None:
+                entry = read_term(reader, fieldname, text)
             self._terms.put(key, entry)
         return entry
+
+    def _from_file(self, segid: str, reader: Any, fieldname: str, text: str) -> SegmentTerm | None:
+        """The term's postings from the segment's postings file; None when it has none or it cannot say."""
+        if self.folder is None:
+            return None
+        postings = self._files.get(segid, _UNOPENED)
+        if postings is _UNOPENED:
+            opened = PostingsFile.open(postings_path(self.folder, segid))
+            with self._lock:
+                postings = self._files.setdefault(segid, opened)
+            if postings is not opened and opened is not None:
+                opened.close()  # another thread opened it first
+        if postings is None or not isinstance(postings, PostingsFile):
+            return None
+        try:
+            tbytes = reader.schema[fieldname].to_bytes(text)
+        except (KeyError, ValueError):
+            return None  # as read_term decides
+        found = postings.get(fieldname, tbytes)
+        if found is None:
+            return None
+        if not found:
+            return _ABSENT
+        ids, weights = found
+        return SegmentTerm(ids, weights, len(ids))  # a builder's segment: the term info's df is its postings
 
     def lengths(self, segid: str, reader: Any, fieldname: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
         key = (segid, fieldname)
@@ -277,6 +312,18 @@ class SegmentCache:
         with self._lock:
             self._lengths = {k: v for k, v in self._lengths.items() if k[0] in live}
             self._docs = {k: v for k, v in self._docs.items() if k in live}
+            gone = [f for segid, f in self._files.items() if segid not in live and f is not None]
+            self._files = {k: v for k, v in self._files.items() if k in live}
+        for postings in gone:
+            postings.close()
+
+    def close(self) -> None:
+        """Close the segments' postings files (the index closes; a query still holding them reads Whoosh's)."""
+        with self._lock:
+            files, self._files = self._files, {}
+        for postings in files.values():
+            if postings is not None:
+                postings.close()
 
 
 @dataclass

@@ -35,6 +35,8 @@ from whoosh.formats import Existence, Frequency
 from whoosh.system import pack_int, pack_long, pack_uint, pack_ushort
 from whoosh.util.numeric import length_to_byte
 
+from .postings_file import PostingsWriter
+
 _NO_LENGTH = length_to_byte(None)  # a block's length bounds without length_stats: never looked up
 _NO_LENGTH_MAX = length_to_byte(0)
 _TERMINFO = W3TermInfo._struct  # a terms-table row: flags, weight, df, min/max length, max weight, first/last id
@@ -109,12 +111,15 @@ def whole_value_field(field: object) -> None:
     field.index = index  # type: ignore[attr-defined]
 
 
-def write_postings(fields: FieldWriter, schema: Schema, pool: SortedPostings, codec: object) -> None:
+def write_postings(
+    fields: FieldWriter, schema: Schema, pool: SortedPostings, codec: object, arrays: PostingsWriter | None = None
+) -> None:
     """Every term of ``pool`` in (field, term) order, as ``FieldWriter.add_postings`` over a sorted pool writes it.
 
     Sorted per field by term bytes alone (a stable sort keeps each term's
     postings in document order, as they were added): comparing whole tuples
-    was most of the sort's cost.
+    was most of the sort's cost. ``arrays`` gets the postings of the fields it
+    collects as well (``services/postings_file.py``).
     """
     blocklimit: int = getattr(codec, "_blocklimit")  # noqa: B009 - the codec's settings have no public names
     compression: int = getattr(codec, "_compression")  # noqa: B009
@@ -134,9 +139,12 @@ def write_postings(fields: FieldWriter, schema: Schema, pool: SortedPostings, co
         fields.start_field(fieldname, fieldobj)
         out = _Output(fields, pack_ushort(fields._fieldid))
         fixedsize = fieldobj.format.fixed_value_size()
+        collect = arrays.add if arrays is not None and fieldname in arrays.fields else None
         for btext, group in groupby(postings, key=_TERM_BYTES):
             _, _, ids, weights, values = zip(*group)
             out.term(btext, _blocks(ids, weights, values, fixedsize, blocklimit, compression))
+            if collect is not None:
+                collect(fieldname, btext, ids, weights)
         fields.finish_field()
 
 

@@ -1,0 +1,220 @@
+"""A builder segment's searched postings as plain arrays, in one file beside the segment (issue 16).
+
+A distinct query's words are mostly read for the first time: each (word, field) is
+looked up in every segment's Whoosh term table (~12 us inside a query) and, when
+found, its posting blocks are unpickled one by one (~36 us): 0.51 ms of a 6.6 ms
+distinct query at 10,000 memories (docs/engine.md, "Session 24"). A cold build's
+builder holds each term's postings when it writes them
+(``segment_postings.write_postings``), so it also writes those of the searched fields
+here: the document numbers as little-endian int32 and the weights as float32, the
+values ``postings.read_term`` decodes from Whoosh's blocks, under a hash table of
+(field, term) keys. A lookup is then one ``pread`` of a few slots and one of the
+item, and the arrays come from ``np.frombuffer``.
+
+``<segment id>.post`` beside the segment's own files: a builder writes it in its
+staging folder, where ``Segment.list_files`` lists it with the segment's files, so
+it is moved into the index with them; Whoosh's clean-up removes it with its
+segment, as it does the ``.docs`` sidecar. Segments written otherwise (the
+daemon's own commits of single files, merges) have none, and their postings are
+read from Whoosh's blocks as before.
+
+Layout: ``MAGIC``, the slot count (a power of two), the term count, the table's
+offset and CRC-32, and the fields held (comma-joined); the items, each the CRC-32 of what
+follows it, the key length, the posting count, the key (field name, NUL, the
+term's bytes), the document numbers and the weights; then the table, one slot per
+(CRC-32 of a key, item offset), 0 for an empty slot, probed linearly.
+
+A cache, never the truth: a file that does not start as expected or whose table's
+CRC does not hold is not opened (the table is read once for it, ~16 bytes a term),
+and an item whose CRC does not hold (or any read error) makes ``get`` answer None,
+so the caller reads Whoosh's own postings.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterable
+from pathlib import Path
+from sys import byteorder
+from typing import Any, Final
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".post"
+MAGIC = b"CTXPST1\n"
+SEARCHED_FIELDS = ("tags", "text")  # the fields ``MemoryIndex.search`` looks words up in
+_HEADER = struct.Struct("<8sIIQIH")  # magic, slots, terms, table offset, the table's CRC-32, the fields' names' length
+_ITEM = struct.Struct("<IHI")  # CRC-32 of the rest, key length, postings
+_SLOT = struct.Struct("<IIQ")  # key hash, zero, item offset
+_SLOTS_READ = 4  # slots read at once: mostly the whole probe
+_ITEM_READ = 2048  # bytes read at an item: its key and up to ~250 postings
+ABSENT: Final = ()  # ``get``: the file says the segment holds no such term
+
+
+def _key(fieldname: str, tbytes: bytes) -> bytes:
+    return fieldname.encode("utf-8") + b"\0" + tbytes
+
+
+def _little(values: array[Any]) -> bytes:
+    if byteorder != "little":
+        values.byteswap()
+    return values.tobytes()
+
+
+class PostingsWriter:
+    """Collects a segment's postings of ``fields`` term by term, then writes the file once."""
+
+    def __init__(self, fields: Iterable[str] = SEARCHED_FIELDS) -> None:
+        self.fields = frozenset(fields)
+        self._body = bytearray()
+        self._hashes: list[int] = []
+        self._offsets: list[int] = []
+
+    def add(self, fieldname: str, tbytes: bytes, ids: tuple[int, ...], weights: tuple[float, ...]) -> None:
+        """One term's postings, as ``write_postings`` writes them (document order)."""
+        key = _key(fieldname, tbytes)
+        rest = _ITEM.pack(0, len(key), len(ids))[4:] + key + _little(array("i", ids)) + _little(array("f", weights))
+        self._hashes.append(zlib.crc32(key))
+        self._offsets.append(len(self._body))
+        self._body += zlib.crc32(rest).to_bytes(4, "little")
+        self._body += rest
+
+    def write(self, path: Path) -> bool:
+        """Write the file (a temporary name, then renamed); False when it could not be written (no file then)."""
+        names = ",".join(sorted(self.fields)).encode("utf-8")
+        start = _HEADER.size + len(names)
+        slots = 8
+        while slots < 2 * len(self._hashes):
+            slots *= 2
+        table = np.zeros(slots, dtype=np.dtype([("hash", "<u4"), ("zero", "<u4"), ("offset", "<u8")]))
+        mask = slots - 1
+        taken = table["offset"]
+        for keyhash, offset in zip(self._hashes, self._offsets):
+            slot = keyhash & mask
+            while taken[slot]:
+                slot = (slot + 1) & mask
+            table[slot] = (keyhash, 0, start + offset)
+        rows = table.tobytes()
+        header = _HEADER.pack(MAGIC, slots, len(self._hashes), start + len(self._body), zlib.crc32(rows), len(names))
+        header += names
+        temp = path.with_name(f".{path.name}.tmp")
+        try:
+            with open(temp, "wb") as handle:
+                handle.write(header)
+                handle.write(self._body)
+                handle.write(rows)
+            os.replace(temp, path)
+            return True
+        except OSError as exc:
+            log.debug("%s not written (%s): its segment's postings are read from Whoosh's blocks", path, exc)
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            return False
+
+
+class PostingsFile:
+    """One segment's file, opened for lookups (see module doc)."""
+
+    __slots__ = ("_handle", "_fd", "_slots", "_table", "fields")
+
+    def __init__(self, handle: io.FileIO, slots: int, table: int, fields: frozenset[str]) -> None:
+        self._handle = handle
+        self._fd = handle.fileno()
+        self._slots = slots
+        self._table = table
+        self.fields = fields
+
+    @classmethod
+    def open(cls, path: Path) -> PostingsFile | None:
+        """The file at ``path`` when it is one of this format; None otherwise (a missing file is usual)."""
+        try:
+            handle = open(path, "rb", buffering=0)  # noqa: SIM115 - held for pread, closed by close()
+        except OSError:
+            return None
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            head = os.pread(handle.fileno(), _HEADER.size + 256, 0)
+            magic, slots, terms, table, table_crc, names_len = _HEADER.unpack_from(head)
+            names = head[_HEADER.size : _HEADER.size + names_len].decode("utf-8")
+            ok = (
+                magic == MAGIC
+                and slots >= 8
+                and slots & (slots - 1) == 0
+                and terms <= slots
+                and table + slots * _SLOT.size == size
+                # the table once, whole (~16 bytes a term): a damaged slot would hide its term
+                and zlib.crc32(os.pread(handle.fileno(), slots * _SLOT.size, table)) == table_crc
+            )
+        except (OSError, struct.error, UnicodeDecodeError) as exc:
+            log.debug("%s not read (%s)", path, exc)
+            ok = False
+        if not ok:
+            handle.close()
+            return None
+        return cls(handle, slots, table, frozenset(names.split(",")) if names else frozenset())
+
+    def get(self, fieldname: str, tbytes: bytes) -> tuple[np.ndarray, np.ndarray] | tuple[()] | None:
+        """The term's (int32 document numbers, float32 weights); ``ABSENT`` when the segment lacks it;
+        None when this file cannot say (a field it does not hold, damage, a read error)."""
+        if fieldname not in self.fields:
+            return None
+        key = _key(fieldname, tbytes)
+        keyhash = zlib.crc32(key)
+        mask = self._slots - 1
+        slot = keyhash & mask
+        fd = self._fd
+        try:
+            for _ in range(0, self._slots, _SLOTS_READ):
+                count = min(_SLOTS_READ, self._slots - slot)  # never past the table's end: wrap next time
+                raw = os.pread(fd, count * _SLOT.size, self._table + slot * _SLOT.size)
+                for at in range(0, len(raw) - _SLOT.size + 1, _SLOT.size):
+                    found_hash, _zero, offset = _SLOT.unpack_from(raw, at)
+                    if not offset:
+                        return ABSENT
+                    if found_hash == keyhash:
+                        item = self._item(offset, key)
+                        if item is not None:
+                            return item
+                slot = (slot + count) & mask
+        except (OSError, ValueError, struct.error) as exc:  # ValueError: closed, or arrays of a torn item
+            log.debug("postings file: %r not read (%s)", key, exc)
+            return None
+        return None  # a full table without the key or an empty slot: not a file this module wrote
+
+    def _item(self, offset: int, key: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+        """The arrays of the item at ``offset`` when it is ``key``'s; None for another key's (a hash collision).
+
+        ValueError when the item is damaged (its CRC, or lengths past the items): a damaged
+        key must not pass for a collision, which would make its term look absent.
+        """
+        data = os.pread(self._fd, _ITEM_READ, offset)
+        crc, key_len, count = _ITEM.unpack_from(data)
+        start = _ITEM.size + key_len
+        end = start + 8 * count
+        if offset + end > self._table:
+            raise ValueError("an item runs past the items")
+        if end > len(data):
+            data += os.pread(self._fd, end - len(data), offset + len(data))
+        if len(data) < end or zlib.crc32(memoryview(data)[4:end]) != crc:
+            raise ValueError("an item's CRC does not hold")
+        if data[_ITEM.size : start] != key:
+            return None
+        ids = np.frombuffer(data, dtype="<i4", count=count, offset=start)
+        weights = np.frombuffer(data, dtype="<f4", count=count, offset=start + 4 * count)
+        return ids.astype(np.int32), weights.astype(np.float32)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def path_for(folder: Path, segment_id: str) -> Path:
+    return folder / f"{segment_id}{SUFFIX}"
