@@ -4,7 +4,9 @@ Whoosh's matcher (a Python object per posting step, then a scorer call and
 a field-length lookup per posting) was most of a query's cost. Here a term's
 postings are read per segment as arrays: the whole posting list in one read,
 one ``pickle.loads`` per block of 128 postings (Whoosh's W3 codec layout),
-document numbers delta-decoded with ``np.cumsum`` (``read_term``). BM25F is
+document numbers delta-decoded with ``np.cumsum`` (``read_term``); a segment a
+cold build's builder wrote also has them as plain arrays in its postings file
+(``services/postings_file.py``), read first, one ``np.frombuffer`` each. BM25F is
 then computed over the arrays with Whoosh's own formula, parameters and
 statistics (IDF, average field length), in the same operation order, so each
 score is the same float Whoosh's matcher gives (``bm25``).
