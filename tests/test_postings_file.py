@@ -11,7 +11,15 @@ from ctxos.services import postings as postings_module
 from ctxos.services.engine import Engine
 from ctxos.services.index import MemoryIndex, write_segment
 from ctxos.services.model import Memory
-from ctxos.services.postings_file import ABSENT, SEARCHED_FIELDS, SUFFIX, PostingsFile, PostingsWriter, path_for
+from ctxos.services.postings_file import (
+    _HEADER,
+    ABSENT,
+    SEARCHED_FIELDS,
+    SUFFIX,
+    PostingsFile,
+    PostingsWriter,
+    path_for,
+)
 from daemon_helpers import memory_text
 from test_segment_postings import _corpus, _memories
 
@@ -85,7 +93,7 @@ def test_every_term_reads_as_whooshs_blocks_decode(tmp_path, source):
 
 
 def test_a_damaged_or_missing_file_leaves_the_search_to_whooshs_postings(tmp_path):
-    """Damaged items, a truncated or foreign file, or none at all: the same hits, from Whoosh's own blocks."""
+    """Damaged items or slots, a truncated or foreign file, or none at all: the same hits, from Whoosh's blocks."""
     root = tmp_path / "ws"
     for rel, text in _corpus(300).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +111,12 @@ def test_a_damaged_or_missing_file_leaves_the_search_to_whooshs_postings(tmp_pat
     damaged = bytearray(good)
     for at in range(200, len(good) // 2, 97):  # bytes across the items (document numbers, weights, keys)
         damaged[at] ^= 0x55
-    for body in (bytes(damaged), good[: len(good) // 2], b"not a postings file", None):
+    table = _HEADER.unpack_from(good)[3]  # where the slot table starts
+    zeroed = good[:table] + bytes(len(good) - table)  # zeroed slots must not read as empty ones
+    flipped = bytearray(good)
+    for at in range(table, len(good), 13):  # bytes across the slots' hashes, checks and offsets
+        flipped[at] ^= 0x21
+    for body in (bytes(damaged), zeroed, bytes(flipped), good[: len(good) // 2], b"not a postings file", None):
         if body is None:
             path.unlink()
         else:
