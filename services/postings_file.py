@@ -47,6 +47,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from .atomic import atomic_write_bytes
+
 log = logging.getLogger(__name__)
 
 SUFFIX = ".post"
@@ -94,7 +96,7 @@ class PostingsWriter:
         self._body += rest
 
     def write(self, path: Path) -> bool:
-        """Write the file (a temporary name, then renamed); False when it could not be written (no file then)."""
+        """Write the file (``atomic.atomic_write_bytes``); False when it could not be written (no file then)."""
         names = ",".join(sorted(self.fields)).encode("utf-8")
         start = _HEADER.size + len(names)
         slots = 8
@@ -112,20 +114,11 @@ class PostingsWriter:
             for slot, (keyhash, offset) in enumerate(entries)
         )
         header = _HEADER.pack(MAGIC, slots, len(self._hashes), start + len(self._body), len(names)) + names
-        temp = path.with_name(f".{path.name}.tmp")
         try:
-            with open(temp, "wb") as handle:
-                handle.write(header)
-                handle.write(self._body)
-                handle.write(rows)
-            os.replace(temp, path)
+            atomic_write_bytes(path, b"".join((header, self._body, rows)))
             return True
         except OSError as exc:
             log.debug("%s not written (%s): its segment's postings are read from Whoosh's blocks", path, exc)
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
             return False
 
 

@@ -153,10 +153,12 @@ def test_a_cold_build_writes_one_per_segment_and_a_merge_leaves_none_behind(make
 
 
 def test_a_writer_that_cannot_write_leaves_no_file(tmp_path):
-    """A folder that is not there: ``write`` says False and leaves nothing (the segment's postings stay Whoosh's)."""
+    """A folder that cannot be made: ``write`` says False and leaves nothing (the segment's postings stay Whoosh's)."""
     writer = PostingsWriter()
     writer.add("text", b"word", (0, 3), (1.0, 2.0))
-    assert writer.write(tmp_path / "missing" / f"seg{SUFFIX}") is False
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    assert writer.write(tmp_path / "a-file" / f"seg{SUFFIX}") is False
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
     assert writer.write(path_for(tmp_path, "seg")) is True
     postings = PostingsFile.open(path_for(tmp_path, "seg"))
     assert postings is not None
