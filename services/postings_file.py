@@ -125,11 +125,10 @@ class PostingsWriter:
 class PostingsFile:
     """One segment's file, opened for lookups (see module doc)."""
 
-    __slots__ = ("_handle", "_fd", "_slots", "_table", "fields")
+    __slots__ = ("_handle", "_slots", "_table", "fields")
 
     def __init__(self, handle: io.FileIO, slots: int, table: int, fields: frozenset[str]) -> None:
         self._handle = handle
-        self._fd = handle.fileno()
         self._slots = slots
         self._table = table
         self.fields = fields
@@ -170,8 +169,8 @@ class PostingsFile:
         keyhash = zlib.crc32(key)
         mask = self._slots - 1
         slot = keyhash & mask
-        fd = self._fd
         try:
+            fd = self._handle.fileno()  # ValueError once closed (its number may be another file's by then)
             for _ in range(0, self._slots, _SLOTS_READ):
                 count = min(_SLOTS_READ, self._slots - slot)  # never past the table's end: wrap next time
                 raw = os.pread(fd, count * _SLOT.size, self._table + slot * _SLOT.size)
@@ -182,7 +181,7 @@ class PostingsFile:
                     if not offset:
                         return ABSENT
                     if found_hash == keyhash:
-                        item = self._item(offset, key)
+                        item = self._item(fd, offset, key)
                         if item is not None:
                             return item
                 slot = (slot + count) & mask
@@ -191,20 +190,20 @@ class PostingsFile:
             return None
         return None  # a full table without the key or an empty slot: not a file this module wrote
 
-    def _item(self, offset: int, key: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    def _item(self, fd: int, offset: int, key: bytes) -> tuple[np.ndarray, np.ndarray] | None:
         """The arrays of the item at ``offset`` when it is ``key``'s; None for another key's (a hash collision).
 
         ValueError when the item is damaged (its CRC, or lengths past the items): a damaged
         key must not pass for a collision, which would make its term look absent.
         """
-        data = os.pread(self._fd, _ITEM_READ, offset)
+        data = os.pread(fd, _ITEM_READ, offset)
         crc, key_len, count = _ITEM.unpack_from(data)
         start = _ITEM.size + key_len
         end = start + 8 * count
         if offset + end > self._table:
             raise ValueError("an item runs past the items")
         if end > len(data):
-            data += os.pread(self._fd, end - len(data), offset + len(data))
+            data += os.pread(fd, end - len(data), offset + len(data))
         if len(data) < end or zlib.crc32(memoryview(data)[4:end]) != crc:
             raise ValueError("an item's CRC does not hold")
         if data[_ITEM.size : start] != key:

@@ -166,3 +166,4 @@ def test_a_writer_that_cannot_write_leaves_no_file(tmp_path):
     assert ids.tolist() == [0, 3] and weights.tolist() == [1.0, 2.0]
     assert postings.get("tags", b"word") == ABSENT
     postings.close()
+    assert postings.get("text", b"word") is None  # closed (the index closed meanwhile): Whoosh's blocks then
